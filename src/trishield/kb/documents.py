@@ -1,0 +1,64 @@
+"""The units a knowledge base stores: source documents and the chunks cut from them."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+class Tier(StrEnum):
+    """Provenance tier of a writer. It comes from who wrote a document, never from its text."""
+
+    TRUSTED = "trusted"
+    NEUTRAL = "neutral"
+    UNTRUSTED = "untrusted"
+
+
+def normalise_whitespace(text: str) -> str:
+    """Collapse runs of whitespace so that re-flowed copies of a text hash alike."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the whitespace-normalised text: the key for deduplication and signatures."""
+    return hashlib.sha256(normalise_whitespace(text).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Document:
+    """One source document as a loader produced it.
+
+    ``origin`` says where it came from (``file.jsonl:17``) so that every later error or audit
+    entry can point a user back to the input line.
+    """
+
+    id: str
+    text: str
+    title: str = ""
+    source: str = ""
+    origin: str = ""
+    content_hash: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content_hash", content_hash(self.text))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A word window of a document; offsets index into the document's original text."""
+
+    doc_id: str
+    index: int
+    text: str
+    char_start: int
+    char_end: int
+    word_start: int
+    word_end: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.doc_id}#{self.index}"

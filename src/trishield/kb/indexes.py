@@ -1,0 +1,138 @@
+"""The two search indexes of a knowledge base: FAISS (dense) and BM25 (lexical).
+
+Both are *derived* data: SQLite holds every chunk's text and embedding, and an index can always
+be rebuilt from it. Index files carry the KB generation they were built for in their name, and
+are written under a temporary name then renamed, so a reader never sees a half-written index and
+never uses one that is out of step with the database.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import bm25s
+import faiss
+import numpy as np
+
+from trishield.errors import KnowledgeBaseError
+from trishield.text import content_words
+
+DENSE_KINDS = ("flat", "hnsw")
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 128
+
+
+class DenseIndex:
+    """Inner-product search over L2-normalised embeddings (cosine), keyed by chunk row id."""
+
+    def __init__(self, kind: str, dimension: int, index: faiss.Index | None = None):
+        if kind not in DENSE_KINDS:
+            raise KnowledgeBaseError(f"unknown dense index kind {kind!r}; known: "
+                                     f"{', '.join(DENSE_KINDS)}")
+        self.kind = kind
+        self.dimension = dimension
+        self.index = index if index is not None else self._empty()
+
+    def _empty(self) -> faiss.Index:
+        if self.kind == "flat":
+            base = faiss.IndexFlatIP(self.dimension)
+        else:
+            base = faiss.IndexHNSWFlat(self.dimension, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            base.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        return faiss.IndexIDMap2(base)
+
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        if len(ids):
+            self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
+                                    np.asarray(ids, dtype=np.int64))
+
+    def search(self, vector: np.ndarray, depth: int) -> list[tuple[int, float]]:
+        if len(self) == 0:
+            return []
+        if self.kind == "hnsw":
+            faiss.downcast_index(self.index.index).hnsw.efSearch = max(HNSW_EF_SEARCH, depth)
+        scores, ids = self.index.search(vector.reshape(1, -1).astype(np.float32),
+                                        min(depth, len(self)))
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+
+    def save(self, path: Path) -> None:
+        _atomic_write(path, lambda temporary: faiss.write_index(self.index, str(temporary)))
+
+    @classmethod
+    def load(cls, path: Path, kind: str, dimension: int) -> DenseIndex:
+        index = faiss.read_index(str(path))
+        if index.d != dimension:
+            raise KnowledgeBaseError(f"{path}: index dimension {index.d} != model's {dimension}")
+        return cls(kind, dimension, index)
+
+
+class LexicalIndex:
+    """BM25 (bm25s, Lucene variant) over content words, keyed by chunk row id."""
+
+    def __init__(self, ids: np.ndarray, retriever: bm25s.BM25 | None):
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.retriever = retriever
+
+    @classmethod
+    def build(cls, ids: np.ndarray, texts: list[str]) -> LexicalIndex:
+        if not texts:
+            return cls(np.zeros(0, dtype=np.int64), None)
+        retriever = bm25s.BM25()
+        retriever.index([content_words(text) for text in texts], show_progress=False)
+        return cls(ids, retriever)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def search(self, query: str, depth: int) -> list[tuple[int, float]]:
+        tokens = content_words(query)
+        if self.retriever is None or not tokens:
+            return []
+        scores = self.retriever.get_scores(tokens)
+        depth = min(depth, len(scores))
+        top = np.argpartition(-scores, depth - 1)[:depth]
+        top = top[np.lexsort((top, -scores[top]))]
+        return [(int(self.ids[i]), float(scores[i])) for i in top if scores[i] > 0]
+
+    def save(self, path: Path) -> None:
+        def write(temporary: Path) -> None:
+            temporary.mkdir()
+            np.save(temporary / "ids.npy", self.ids)
+            if self.retriever is not None:
+                self.retriever.save(str(temporary / "bm25"), show_progress=False)
+
+        _atomic_write(path, write)
+
+    @classmethod
+    def load(cls, path: Path) -> LexicalIndex:
+        ids = np.load(path / "ids.npy")
+        retriever = None
+        if (path / "bm25").is_dir():
+            retriever = bm25s.BM25.load(str(path / "bm25"), show_progress=False, verbosity=0)
+        return cls(ids, retriever)
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write ``path`` (file or folder) via a temporary sibling and an atomic rename.
+
+    Index paths are named by KB generation, so one that already exists was completely written
+    for the same database content and is kept as it is.
+    """
+    if path.exists():
+        return
+    temporary = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.")) / "payload"
+    try:
+        write(temporary)
+        if temporary.is_file():
+            with temporary.open("rb") as handle:
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        shutil.rmtree(temporary.parent, ignore_errors=True)

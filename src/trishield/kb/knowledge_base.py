@@ -1,0 +1,353 @@
+"""A knowledge base directory: SQLite (truth) + FAISS + BM25, kept in step.
+
+Layout of ``DIR``::
+
+    kb.sqlite            documents, chunks (+ embeddings), batches, audit log, meta
+    kb.lock              writers take an exclusive lock on it; one ingest at a time
+    dense-<gen>.faiss    FAISS index for database generation <gen>
+    bm25-<gen>/          BM25 index for database generation <gen>
+
+An ingest embeds first, then commits the whole batch in one SQLite transaction (the atomic
+point), then writes the indexes for the new generation. A crash before the commit leaves the
+KB as before; a crash after it leaves indexes of an older generation, which the next open
+notices and rebuilds from the database. Readers never trust an index whose generation differs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trishield.errors import InputError, KnowledgeBaseError
+from trishield.kb.chunking import ChunkingConfig, chunk_document
+from trishield.kb.documents import Document, Tier
+from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
+from trishield.kb.retrieval import BACKENDS, Candidate, hybrid_depth, reciprocal_rank_fusion
+from trishield.kb.store import SCHEMA_VERSION, Store
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
+
+DATABASE = "kb.sqlite"
+LOCK = "kb.lock"
+MAX_K = 1000
+FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
+"""Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
+
+
+@dataclass(frozen=True)
+class KBSettings:
+    """What a KB was built with. Mixing embedding models or chunkings in one KB is refused."""
+
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
+    dense_index: str = "flat"
+
+    def as_meta(self) -> dict[str, str]:
+        return {
+            "schema_version": str(SCHEMA_VERSION),
+            "embedding_model": self.embedding_model,
+            "embedding_dimension": str(get_embedding_model(self.embedding_model).dimension),
+            "chunk_words": str(self.chunking.words),
+            "chunk_overlap": str(self.chunking.overlap),
+            "dense_index": self.dense_index,
+        }
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, str]) -> KBSettings:
+        return cls(meta["embedding_model"],
+                   ChunkingConfig(int(meta["chunk_words"]), int(meta["chunk_overlap"])),
+                   meta["dense_index"])
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did: every input document is either added or a named duplicate."""
+
+    batch_id: int | None
+    added: list[str]
+    duplicates: list[dict[str, str]]
+    chunks_added: int
+    generation: int
+    seconds: float
+    embed_seconds: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "batch_id": self.batch_id,
+            "documents_added": len(self.added),
+            "documents_duplicate": len(self.duplicates),
+            "chunks_added": self.chunks_added,
+            "generation": self.generation,
+            "seconds": round(self.seconds, 3),
+            "embed_seconds": round(self.embed_seconds, 3),
+            "added": self.added,
+            "duplicates": self.duplicates,
+        }
+
+
+def _fault_point(phase: str) -> None:
+    if os.environ.get(FAULT_PAUSE_ENV) == phase:
+        print(f"FAULT-PAUSE {phase}", file=sys.stderr, flush=True)
+        time.sleep(3600)
+
+
+class KnowledgeBase:
+    """Open with :meth:`open`; ingest documents; search with any backend."""
+
+    def __init__(self, directory: Path, store: Store, settings: KBSettings):
+        self.directory = directory
+        self.store = store
+        self.settings = settings
+        self.dimension = get_embedding_model(settings.embedding_model).dimension
+        self._indexes: tuple[int, DenseIndex, LexicalIndex] | None = None
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: str | Path,
+        *,
+        create: bool = False,
+        embedding_model: str | None = None,
+        chunking: ChunkingConfig | None = None,
+        dense_index: str | None = None,
+    ) -> KnowledgeBase:
+        """Open the KB in ``directory``; with ``create``, make it if it does not exist yet.
+
+        Settings given for an existing KB must match what it was built with.
+        """
+        directory = Path(directory)
+        database = directory / DATABASE
+        if not database.is_file():
+            if not create:
+                raise KnowledgeBaseError(f"{directory} is not a TriShield knowledge base "
+                                         f"(no {DATABASE}); ingest something to create one")
+            if directory.exists() and not directory.is_dir():
+                raise KnowledgeBaseError(f"{directory} exists and is not a directory")
+            if directory.is_dir() and any(p.name != LOCK for p in directory.iterdir()):
+                raise KnowledgeBaseError(f"{directory} is not empty and is not a TriShield "
+                                         "knowledge base; refusing to write into it")
+            directory.mkdir(parents=True, exist_ok=True)
+        if dense_index is not None and dense_index not in DENSE_KINDS:
+            raise InputError(f"unknown dense index {dense_index!r}; choose from "
+                             f"{', '.join(DENSE_KINDS)}")
+        if embedding_model is not None:
+            get_embedding_model(embedding_model)
+        store = Store(database)
+        meta = store.meta()
+        if "embedding_model" not in meta:
+            settings = KBSettings(embedding_model or DEFAULT_EMBEDDING_MODEL,
+                                  chunking or ChunkingConfig(), dense_index or "flat")
+            with store.transaction() as connection:
+                if "embedding_model" not in store.meta():
+                    store.set_meta(settings.as_meta() | {"generation": "0",
+                                                         "created_at": f"{time.time():.3f}"},
+                                   connection)
+            meta = store.meta()
+        settings = KBSettings.from_meta(meta)
+        cls._refuse_mismatch(directory, settings, embedding_model, chunking, dense_index)
+        return cls(directory, store, settings)
+
+    @staticmethod
+    def _refuse_mismatch(directory: Path, settings: KBSettings, embedding_model: str | None,
+                         chunking: ChunkingConfig | None, dense_index: str | None) -> None:
+        asked = {"embedding model": (embedding_model, settings.embedding_model),
+                 "chunking": (chunking, settings.chunking),
+                 "dense index": (dense_index, settings.dense_index)}
+        for what, (wanted, recorded) in asked.items():
+            if wanted is not None and wanted != recorded:
+                raise KnowledgeBaseError(
+                    f"{directory} was built with {what} {recorded}; refusing to mix in "
+                    f"{wanted}. Use a new --kb directory for a different {what}.")
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def embedder(self):
+        return load_embedder(self.settings.embedding_model)
+
+    @contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        with (self.directory / LOCK).open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # -- writing ----------------------------------------------------------------------------
+    def ingest(
+        self,
+        documents: Sequence[Document],
+        *,
+        tier: str = Tier.NEUTRAL,
+        writer: str = "cli",
+        source: str = "",
+        progress: bool = False,
+    ) -> IngestReport:
+        """Add a batch atomically. Already-present texts are skipped (content-hash dedupe);
+        an id already used for a different text refuses the whole batch before any write."""
+        started = time.perf_counter()
+        tier = self._check_tier(tier)
+        if not writer or writer != writer.strip():
+            raise InputError(f"writer name {writer!r} is empty or has surrounding whitespace")
+        with self._write_lock():
+            new, duplicates = self._split_new(documents)
+            if not new:
+                return IngestReport(None, [], duplicates, 0, self.store.generation(),
+                                    time.perf_counter() - started, 0.0)
+            chunks = [chunk_document(document, self.settings.chunking) for document in new]
+            texts = [chunk.text for per_document in chunks for chunk in per_document]
+            embed_started = time.perf_counter()
+            embeddings = self.embedder.encode(texts, progress=progress)
+            embed_seconds = time.perf_counter() - embed_started
+            _fault_point("before-commit")
+            with self.store.transaction() as connection:
+                batch_id, _ = self.store.write_batch(
+                    connection, documents=new, chunks=chunks, embeddings=embeddings, tier=tier,
+                    writer=writer, source=source, duplicates=len(duplicates))
+                _fault_point("inside-commit")
+            _fault_point("after-commit")
+            self._refresh_indexes(persist=True)
+            generation = self.store.generation()
+        return IngestReport(batch_id, [d.id for d in new], duplicates, len(texts), generation,
+                            time.perf_counter() - started, embed_seconds)
+
+    @staticmethod
+    def _check_tier(tier: str) -> str:
+        try:
+            return Tier(tier).value
+        except ValueError:
+            raise InputError(f"unknown tier {tier!r}; choose from "
+                             f"{', '.join(t.value for t in Tier)}") from None
+
+    def _split_new(self, documents: Sequence[Document]) -> tuple[list[Document], list[dict]]:
+        by_id, by_hash = self.store.existing([d.id for d in documents],
+                                             [d.content_hash for d in documents])
+        new: list[Document] = []
+        duplicates: list[dict[str, str]] = []
+        batch_ids: dict[str, Document] = {}
+        batch_hashes: dict[str, str] = {}
+        for document in documents:
+            stored_hash = by_id.get(document.id)
+            if stored_hash is not None and stored_hash != document.content_hash:
+                raise InputError(f"document id {document.id!r} ({document.origin}) is already "
+                                 "in the knowledge base with different text; refusing the batch")
+            earlier = batch_ids.get(document.id)
+            if earlier is not None and earlier.content_hash != document.content_hash:
+                raise InputError(f"duplicate document id {document.id!r} with different text "
+                                 f"(first at {earlier.origin}, again at {document.origin})")
+            twin = by_hash.get(document.content_hash) or batch_hashes.get(document.content_hash)
+            if twin is not None:
+                duplicates.append({"id": document.id, "same_text_as": twin})
+                continue
+            batch_ids[document.id] = document
+            batch_hashes[document.content_hash] = document.id
+            new.append(document)
+        return new, duplicates
+
+    # -- indexes ----------------------------------------------------------------------------
+    def _index_paths(self, generation: int) -> tuple[Path, Path]:
+        return (self.directory / f"dense-{generation}.faiss",
+                self.directory / f"bm25-{generation}")
+
+    def _refresh_indexes(self, *, persist: bool) -> tuple[int, DenseIndex, LexicalIndex]:
+        """Indexes for the database's current generation: cached, loaded, or rebuilt."""
+        connection = self.store.connection
+        connection.execute("BEGIN")  # one snapshot for the generation and the rows
+        try:
+            generation = self.store.generation()
+            if self._indexes is not None and self._indexes[0] == generation:
+                return self._indexes
+            dense_path, lexical_path = self._index_paths(generation)
+            chunk_count = self.store.counts()["chunks"]
+            dense = lexical = None
+            if dense_path.is_file() and lexical_path.is_dir():
+                dense = DenseIndex.load(dense_path, self.settings.dense_index, self.dimension)
+                lexical = LexicalIndex.load(lexical_path)
+                if len(dense) != chunk_count or len(lexical) != chunk_count:
+                    dense = lexical = None  # written for other rows: never trust it
+            if dense is None or lexical is None:
+                ids, vectors = self.store.all_embeddings(self.dimension)
+                dense = DenseIndex(self.settings.dense_index, self.dimension)
+                dense.add(ids, vectors)
+                lexical_ids, texts = self.store.all_chunk_texts()
+                lexical = LexicalIndex.build(lexical_ids, texts)
+        finally:
+            connection.execute("COMMIT")
+        if persist:
+            dense.save(dense_path)
+            _fault_point("between-indexes")
+            lexical.save(lexical_path)
+            self._remove_stale_indexes(generation)
+        self._indexes = (generation, dense, lexical)
+        return self._indexes
+
+    def _remove_stale_indexes(self, generation: int) -> None:
+        keep = {path.name for path in self._index_paths(generation)}
+        for path in self.directory.iterdir():
+            stale = path.name.startswith(("dense-", "bm25-")) and path.name not in keep
+            if stale or path.name.startswith((".dense-", ".bm25-")):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+
+    def indexes(self) -> tuple[DenseIndex, LexicalIndex]:
+        """Indexes matching the database; a reader that finds them stale rebuilds in memory."""
+        _, dense, lexical = self._refresh_indexes(persist=False)
+        return dense, lexical
+
+    def repair(self) -> int:
+        """Rebuild and persist the indexes for the current generation (after a crash)."""
+        with self._write_lock():
+            self._indexes = None
+            return self._refresh_indexes(persist=True)[0]
+
+    # -- reading ----------------------------------------------------------------------------
+    def search(self, query: str, *, backend: str = "dense", k: int = 5,
+               depth: int | None = None) -> list[Candidate]:
+        """The top ``k`` chunks for ``query`` from ``backend`` (dense, bm25 or hybrid)."""
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("the query is empty")
+        if backend not in BACKENDS:
+            raise InputError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+        if not 1 <= k <= MAX_K:
+            raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
+        dense, lexical = self.indexes()
+        if backend == "hybrid":
+            read = depth or hybrid_depth(k)
+            fused = reciprocal_rank_fusion({"dense": self._dense(dense, query, read),
+                                            "bm25": lexical.search(query, read)})[:k]
+            scored = [(item, score, parts) for item, score, parts in fused]
+        else:
+            ranking = (self._dense(dense, query, k) if backend == "dense"
+                       else lexical.search(query, k))
+            scored = [(item, score, {backend: {"rank": rank, "score": round(score, 6)}})
+                      for rank, (item, score) in enumerate(ranking, start=1)]
+        chunks = self.store.chunks_by_pk([item for item, _, _ in scored])
+        return [Candidate(chunks[item], score, rank, backend, parts)
+                for rank, (item, score, parts) in enumerate(scored, start=1)]
+
+    def _dense(self, index: DenseIndex, query: str, depth: int) -> list[tuple[int, float]]:
+        vector = self.embedder.encode([query])[0]
+        return index.search(vector, depth)
+
+    def stats(self) -> dict[str, object]:
+        return {"directory": str(self.directory), "generation": self.store.generation(),
+                **self.store.counts(), "embedding_model": self.settings.embedding_model,
+                "chunking": self.settings.chunking.as_dict(),
+                "dense_index": self.settings.dense_index}

@@ -1,0 +1,77 @@
+"""Retrieval backends over a knowledge base: ``dense``, ``bm25`` and ``hybrid``.
+
+Scores from different backends live on different scales (cosine, BM25, reciprocal-rank sums),
+so every candidate says which backend scored it, and each backend's per-list rank is kept for
+the trace. Anything that thresholds a score must calibrate per backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from trishield.kb.store import StoredChunk
+
+BACKENDS = ("dense", "bm25", "hybrid")
+RRF_CONSTANT = 60
+"""The usual reciprocal-rank-fusion constant (Cormack et al., 2009)."""
+
+HYBRID_DEPTH_FACTOR = 4
+HYBRID_MIN_DEPTH = 50
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One retrieved chunk with its score, rank, and each backend's view of it."""
+
+    chunk: StoredChunk
+    score: float
+    rank: int
+    backend: str
+    components: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def doc_id(self) -> str:
+        return self.chunk.doc_id
+
+    @property
+    def chunk_id(self) -> str:
+        return self.chunk.chunk_id
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "rank": self.rank,
+            "score": round(self.score, 6),
+            "backend": self.backend,
+            "doc_id": self.chunk.doc_id,
+            "chunk_id": self.chunk.chunk_id,
+            "title": self.chunk.title,
+            "tier": self.chunk.tier,
+            "writer": self.chunk.writer,
+            "char_start": self.chunk.char_start,
+            "char_end": self.chunk.char_end,
+            "text": self.chunk.text,
+            "components": self.components,
+        }
+
+
+def reciprocal_rank_fusion(
+    rankings: dict[str, Sequence[tuple[int, float]]], constant: int = RRF_CONSTANT
+) -> list[tuple[int, float, dict[str, dict[str, float]]]]:
+    """Fuse ranked ``(id, score)`` lists: ``sum(1 / (constant + rank))`` over the lists.
+
+    Ties break by id so that the fused order is deterministic.
+    """
+    fused: dict[int, float] = {}
+    components: dict[int, dict[str, dict[str, float]]] = {}
+    for name, ranking in rankings.items():
+        for rank, (item, score) in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + 1.0 / (constant + rank)
+            components.setdefault(item, {})[name] = {"rank": rank, "score": round(score, 6)}
+    ordered = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
+    return [(item, score, components[item]) for item, score in ordered]
+
+
+def hybrid_depth(k: int) -> int:
+    """How deep each list is read before fusion: deeper than k, so fusion has material."""
+    return max(HYBRID_MIN_DEPTH, HYBRID_DEPTH_FACTOR * k)

@@ -1,0 +1,25 @@
+"""Word-level text handling shared by the lexical index and the rings.
+
+One tokenizer for everything lexical, so that BM25, the Ring 1 statistics and Ring 2's
+content-word overlap all see the same words.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+
+STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS)
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (letters and digits; apostrophes kept inside words)."""
+    return [token.lower() for token in _TOKEN.findall(text)]
+
+
+def content_words(text: str) -> list[str]:
+    """Words without English stopwords: what carries the meaning of a passage."""
+    return [word for word in words(text) if word not in STOPWORDS]
