@@ -7,7 +7,9 @@ content-word overlap all see the same words.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
+import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
@@ -23,3 +25,16 @@ def words(text: str) -> list[str]:
 def content_words(text: str) -> list[str]:
     """Words without English stopwords: what carries the meaning of a passage."""
     return [word for word in words(text) if word not in STOPWORDS]
+
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
+def index_terms(text: str) -> list[str]:
+    """Stemmed content words: what the lexical index matches on ("bicycles" finds "bicycle")."""
+    return [_stem(word) for word in content_words(text)]

@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 
 from trishield.errors import KnowledgeBaseError
-from trishield.text import content_words
+from trishield.text import index_terms
 
 DENSE_KINDS = ("flat", "hnsw")
 HNSW_M = 32
@@ -74,7 +74,7 @@ class DenseIndex:
 
 
 class LexicalIndex:
-    """BM25 (bm25s, Lucene variant) over content words, keyed by chunk row id."""
+    """BM25 (bm25s, Lucene variant) over stemmed content words, keyed by chunk row id."""
 
     def __init__(self, ids: np.ndarray, retriever: bm25s.BM25 | None):
         self.ids = np.asarray(ids, dtype=np.int64)
@@ -85,14 +85,14 @@ class LexicalIndex:
         if not texts:
             return cls(np.zeros(0, dtype=np.int64), None)
         retriever = bm25s.BM25()
-        retriever.index([content_words(text) for text in texts], show_progress=False)
+        retriever.index([index_terms(text) for text in texts], show_progress=False)
         return cls(ids, retriever)
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def search(self, query: str, depth: int) -> list[tuple[int, float]]:
-        tokens = content_words(query)
+        tokens = index_terms(query)
         if self.retriever is None or not tokens:
             return []
         scores = self.retriever.get_scores(tokens)

@@ -20,8 +20,10 @@ MAX_DOCUMENT_CHARS = 1_000_000
 """Longer documents are refused: they are almost always a mistake (a dump, a binary)."""
 
 MAX_ID_CHARS = 256
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_HEADING = re.compile(r"#+[ \t]+(\S.*)")
 _JSONL_FIELDS = {"id", "text", "title", "source"}
 TEXT_SUFFIXES = (".txt", ".md")
 
@@ -77,7 +79,7 @@ def check_unique_ids(documents: Iterable[Document]) -> list[Document]:
 
 def _decode(raw: bytes, *, path: str, line: int | None = None) -> str:
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         raise InputError(
             f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})",
@@ -94,6 +96,13 @@ def _optional_string(record: dict, key: str, *, path: str, line: int) -> str:
         raise InputError(f"field {key!r} must be a string, got {type(value).__name__}",
                          path=path, line=line)
     return value
+
+
+def _check_encodable(value: str, key: str, *, path: str, line: int | None = None) -> None:
+    """JSON ``\\ud800``-style escapes decode to lone surrogates, which no UTF-8 text can hold."""
+    if _SURROGATE.search(value):
+        raise InputError(f"field {key!r} contains an unpaired surrogate escape (\\ud800-\\udfff)",
+                         path=path, line=line)
 
 
 def iter_jsonl(path: Path) -> Iterator[Document]:
@@ -122,13 +131,15 @@ def iter_jsonl(path: Path) -> Iterator[Document]:
                 if not isinstance(record[key], str):
                     raise InputError(f"field {key!r} must be a string, got "
                                      f"{type(record[key]).__name__}", path=shown, line=number)
-            document = Document(
-                id=record["id"],
-                text=record["text"],
-                title=_optional_string(record, "title", path=shown, line=number),
-                source=_optional_string(record, "source", path=shown, line=number),
-                origin=f"{shown}:{number}",
-            )
+            fields = {
+                "id": record["id"],
+                "text": record["text"],
+                "title": _optional_string(record, "title", path=shown, line=number),
+                "source": _optional_string(record, "source", path=shown, line=number),
+            }
+            for key, value in fields.items():
+                _check_encodable(value, key, path=shown, line=number)
+            document = Document(**fields, origin=f"{shown}:{number}")
             yield validate_document(document, path=shown, line=number)
 
 
@@ -136,8 +147,8 @@ def load_text_file(path: Path, *, doc_id: str | None = None) -> Document:
     """One ``.txt``/``.md`` file as one document; a leading ``# heading`` becomes the title."""
     shown = str(path)
     text = _decode(path.read_bytes(), path=shown)
-    first = text.lstrip().split("\n", 1)[0]
-    title = first.lstrip("#").strip() if first.startswith("#") else path.stem
+    heading = _HEADING.match(text.lstrip().split("\n", 1)[0])
+    title = heading.group(1).strip() if heading else path.stem
     document = Document(id=doc_id or path.stem, text=text, title=title, source=shown, origin=shown)
     return validate_document(document, path=shown)
 
@@ -180,11 +191,14 @@ def iter_squad(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
         title = article.get("title", "")
         if not isinstance(title, str):
             raise InputError(f"not SQuAD format: {where}.title is not a string", path=shown)
+        _check_encodable(title, f"{where}.title", path=shown)
         for paragraph_number, paragraph in enumerate(article["paragraphs"]):
             context = paragraph.get("context") if isinstance(paragraph, dict) else None
             if not isinstance(context, str):
                 raise InputError(f"not SQuAD format: {where}.paragraphs[{paragraph_number}] "
                                  'has no "context" string', path=shown)
+            _check_encodable(context, f"{where}.paragraphs[{paragraph_number}].context",
+                             path=shown)
             document = Document(
                 id=f"{id_prefix}{title or 'untitled'}:{paragraph_number}",
                 text=context,

@@ -1,0 +1,128 @@
+"""Knowledge-base behaviour: dedupe, model/chunking mismatch refusal, audit, index consistency."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from trishield.errors import InputError, KnowledgeBaseError
+from trishield.kb import ChunkingConfig, Document, KnowledgeBase, load_path
+from trishield.demo import corpus_dir
+
+
+def _snapshot(directory: Path) -> dict[str, int]:
+    with KnowledgeBase.open(directory) as kb:
+        return kb.stats() | {}
+
+
+def test_reingesting_the_same_corpus_is_a_no_op(demo_kb_dir: Path) -> None:
+    before = _snapshot(demo_kb_dir)
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        report = kb.ingest(load_path(corpus_dir()).documents, tier="trusted", writer="again")
+    assert report.added == [] and report.chunks_added == 0 and report.batch_id is None
+    assert len(report.duplicates) == before["documents"]
+    assert _snapshot(demo_kb_dir) == before  # no document, chunk, batch, audit or generation
+
+
+def test_same_text_under_a_new_id_is_a_duplicate_of_the_stored_one(demo_kb_dir: Path) -> None:
+    text = (corpus_dir() / "refund-policy.md").read_text()
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        report = kb.ingest([Document(id="copy-of-refunds", text="  " + text + "\n")])
+    assert report.added == []
+    assert report.duplicates == [{"id": "copy-of-refunds", "same_text_as": "refund-policy"}]
+
+
+def test_known_id_with_different_text_refuses_the_whole_batch(demo_kb_dir: Path) -> None:
+    before = _snapshot(demo_kb_dir)
+    batch = [Document(id="brand-new", text="A new policy on bicycles."),
+             Document(id="refund-policy", text="Refunds within 90 days.", origin="x.jsonl:2")]
+    with KnowledgeBase.open(demo_kb_dir) as kb, pytest.raises(InputError) as raised:
+        kb.ingest(batch)
+    assert "refund-policy" in str(raised.value) and "x.jsonl:2" in str(raised.value)
+    assert _snapshot(demo_kb_dir) == before
+
+
+def test_new_documents_are_added_with_provenance_and_audited(demo_kb_dir: Path) -> None:
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        generation = kb.store.generation()
+        report = kb.ingest([Document(id="bikes", text="Bicycles can be returned in 14 days.")],
+                           tier="untrusted", writer="mallory")
+        assert report.added == ["bikes"] and report.generation == generation + 1
+        stored = kb.store.document("bikes")
+        assert stored["tier"] == "untrusted" and stored["writer"] == "mallory"
+        entry = kb.store.audit_log(limit=1)[0]
+        assert (entry["action"], entry["writer"], entry["doc_id"]) == ("ingest", "mallory", "bikes")
+        assert entry["detail"]["tier"] == "untrusted"
+        top = kb.search("How long do I have to return a bicycle?", backend="bm25", k=1)[0]
+        assert top.doc_id == "bikes" and top.chunk.tier == "untrusted"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "what"),
+    [("embedding_model", "all-mpnet-base-v2", "embedding model"),
+     ("chunking", ChunkingConfig(words=200, overlap=10), "chunking"),
+     ("dense_index", "hnsw", "dense index")],
+)
+def test_opening_with_other_settings_is_refused(demo_kb_dir: Path, option: str, value: object,
+                                                what: str) -> None:
+    with pytest.raises(KnowledgeBaseError) as raised:
+        KnowledgeBase.open(demo_kb_dir, **{option: value})
+    assert what in str(raised.value) and "refusing to mix" in str(raised.value)
+
+
+def test_settings_are_recorded_and_matching_ones_are_accepted(demo_kb_dir: Path) -> None:
+    with KnowledgeBase.open(demo_kb_dir, embedding_model="all-MiniLM-L6-v2",
+                            chunking=ChunkingConfig(), dense_index="flat") as kb:
+        meta = kb.store.meta()
+    assert meta["embedding_model"] == "all-MiniLM-L6-v2"
+    assert (meta["chunk_words"], meta["chunk_overlap"]) == ("120", "20")
+    assert meta["embedding_dimension"] == "384"
+
+
+def test_refuses_to_open_or_create_in_the_wrong_place(tmp_path: Path) -> None:
+    with pytest.raises(KnowledgeBaseError, match="not a TriShield knowledge base"):
+        KnowledgeBase.open(tmp_path / "missing")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("keep me")
+    with pytest.raises(KnowledgeBaseError, match="not empty"):
+        KnowledgeBase.open(tmp_path / "notes", create=True)
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["todo.txt"]
+
+
+def test_bad_tier_or_writer_is_rejected_before_any_write(demo_kb_dir: Path) -> None:
+    before = _snapshot(demo_kb_dir)
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        with pytest.raises(InputError, match="unknown tier"):
+            kb.ingest([Document(id="x", text="text")], tier="admin")
+        with pytest.raises(InputError, match="writer"):
+            kb.ingest([Document(id="x", text="text")], writer=" ")
+    assert _snapshot(demo_kb_dir) == before
+
+
+def test_indexes_are_persisted_for_the_current_generation_only(demo_kb_dir: Path) -> None:
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        kb.ingest([Document(id="tents", text="Tents are checked for seam leaks.")])
+        generation = kb.store.generation()
+        chunks = kb.store.counts()["chunks"]
+    names = sorted(p.name for p in demo_kb_dir.iterdir() if p.name.startswith(("dense", "bm25")))
+    assert names == [f"bm25-{generation}", f"dense-{generation}.faiss"]
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        dense, lexical = kb.indexes()
+        assert len(dense) == len(lexical) == chunks
+
+
+def test_an_index_that_disagrees_with_the_database_is_rebuilt(demo_kb_dir: Path) -> None:
+    """Simulate a crash after the commit: the database moved on, the index files did not."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        generation = kb.store.generation()
+    with sqlite3.connect(demo_kb_dir / "kb.sqlite") as connection:
+        connection.execute("UPDATE meta SET value = ? WHERE key = 'generation'",
+                           (str(generation + 1),))
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        results = kb.search("parental leave", backend="hybrid", k=3)
+        assert results and results[0].doc_id in {"leave-policy", "employee-handbook"}
+        assert kb.repair() == generation + 1
+    assert (demo_kb_dir / f"dense-{generation + 1}.faiss").is_file()
+    assert not (demo_kb_dir / f"dense-{generation}.faiss").exists()
