@@ -83,6 +83,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
     return f"cd {shlex.quote(os.getcwd())} && HF_HUB_OFFLINE=1 {shlex.join(parts)}"
 
 
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
 def environment() -> dict[str, object]:
     import torch
 
@@ -107,21 +111,24 @@ def sample_ingest(model: str, documents: list[Document]) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="trishield-bench-") as scratch:
         kb = KnowledgeBase.open(Path(scratch) / "kb", create=True, embedding_model=model)
         try:
+            cpu_started = time.process_time()
             report = kb.ingest(documents, tier="neutral", writer="bench")
+            cpu_seconds = time.process_time() - cpu_started
         finally:
             kb.close()
-    return ingest_figures(report) | {"model": model, "model_load_seconds_excluded":
+    return ingest_figures(report, cpu_seconds) | {"model": model, "model_load_seconds_excluded":
                                      round(load_seconds, 3)}
 
 
-def ingest_figures(report) -> dict[str, object]:
+def ingest_figures(report, cpu_seconds: float) -> dict[str, object]:
     documents = len(report.added)
     return {"documents": documents, "duplicates": len(report.duplicates),
             "chunks": report.chunks_added, "seconds": round(report.seconds, 3),
             "embed_seconds": round(report.embed_seconds, 3),
             "documents_per_second": round(documents / report.seconds, 2),
             "chunks_per_second": round(report.chunks_added / report.seconds, 2),
-            "embed_share": round(report.embed_seconds / report.seconds, 4)}
+            "embed_share": round(report.embed_seconds / report.seconds, 4),
+            "cpu_per_wall": round(cpu_seconds / report.seconds, 2)}
 
 
 # -- 2. the full wiki5k KB -------------------------------------------------------------------------
@@ -133,13 +140,15 @@ def open_wiki5k(kb_dir: Path, documents: list[Document]) -> tuple[KnowledgeBase,
         return kb, {"built_in_this_run": False, "documents": count,
                     "chunks": kb.store.counts()["chunks"]}
     say(f"  building wiki5k at {kb_dir} (holds {count} documents now) ...")
+    cpu_started = time.process_time()
     report = kb.ingest(documents, tier="neutral", writer="wiki5k", progress=True)
+    cpu_seconds = time.process_time() - cpu_started
     counts = kb.store.counts()
     if counts["documents"] != WIKI5K_SIZE:
         say(f"  NOTE: {kb_dir} holds {counts['documents']} documents, not {WIKI5K_SIZE}: "
             "it had other content before; figures below are for that KB")
     return kb, {"built_in_this_run": True, "documents": counts["documents"],
-                "chunks": counts["chunks"], "ingest": ingest_figures(report)}
+                "chunks": counts["chunks"], "ingest": ingest_figures(report, cpu_seconds)}
 
 
 # -- questions -------------------------------------------------------------------------------------
@@ -193,11 +202,13 @@ def search_latency(kb: KnowledgeBase, questions: list[Question]) -> dict[str, di
         for question in questions[:WARMUP_QUERIES]:
             kb.search(question.text, backend=backend, k=LATENCY_K)
         seconds = []
+        cpu_started = time.process_time()
         for question in questions:
             started = time.perf_counter()
             kb.search(question.text, backend=backend, k=LATENCY_K)
             seconds.append(time.perf_counter() - started)
-        figures[backend] = latency_summary(seconds)
+        cpu_per_wall = (time.process_time() - cpu_started) / sum(seconds)
+        figures[backend] = latency_summary(seconds) | {"cpu_per_wall": round(cpu_per_wall, 2)}
     return figures
 
 
@@ -261,17 +272,20 @@ def table(rows: list[list[str]]) -> str:
 def summary(results: dict) -> str:
     out = []
     ingest = results["ingest_sample"]
-    rows = [["ingest", "docs", "chunks", "seconds", "docs/s", "chunks/s", "embed share"]]
+    rows = [["ingest", "docs", "chunks", "seconds", "docs/s", "chunks/s", "embed share",
+             "cpu/wall"]]
     for model, figures in ingest["models"].items():
         rows.append([f"{model} (sample)", str(figures["documents"]), str(figures["chunks"]),
                      f"{figures['seconds']:.2f}", f"{figures['documents_per_second']:.1f}",
-                     f"{figures['chunks_per_second']:.1f}", f"{figures['embed_share']:.1%}"])
+                     f"{figures['chunks_per_second']:.1f}", f"{figures['embed_share']:.1%}",
+                     f"{figures['cpu_per_wall']:.2f}"])
     wiki = results["wiki5k_kb"]
     if wiki.get("ingest"):
         figures = wiki["ingest"]
         rows.append([f"{MINILM} (wiki5k)", str(figures["documents"]), str(figures["chunks"]),
                      f"{figures['seconds']:.2f}", f"{figures['documents_per_second']:.1f}",
-                     f"{figures['chunks_per_second']:.1f}", f"{figures['embed_share']:.1%}"])
+                     f"{figures['chunks_per_second']:.1f}", f"{figures['embed_share']:.1%}",
+                     f"{figures['cpu_per_wall']:.2f}"])
     out.append(table(rows))
     ratio = ingest.get("minilm_over_mpnet_docs_per_second")
     out.append(f"  minilm/mpnet docs/s ratio: {ratio if ratio is not None else 'n/a (skipped)'}")
@@ -323,6 +337,8 @@ def main() -> None:
         "kb_dir": str(args.kb_dir), "questions": args.questions, "seed": args.seed,
         "mpnet_sample": args.mpnet_sample, "skip_mpnet": args.skip_mpnet}, "environment": env}
 
+    loads = {"start": load_average()}
+    results["load_average_1min"] = loads
     documents = wiki5k_documents()
     # 1. ingest throughput per model, same seeded sample
     passages = random.Random(f"{args.seed}:ingest-sample").sample(
@@ -346,8 +362,8 @@ def main() -> None:
             f"{figures['documents']} docs / {figures['chunks']} chunks in "
             f"{figures['seconds']:.2f} s -> {figures['documents_per_second']:.1f} docs/s, "
             f"{figures['chunks_per_second']:.1f} chunks/s, embedding "
-            f"{figures['embed_share']:.1%} of the time (load excluded: "
-            f"{figures['model_load_seconds_excluded']:.1f} s)")
+            f"{figures['embed_share']:.1%} of the time, cpu/wall {figures['cpu_per_wall']:.2f} "
+            f"(load excluded: {figures['model_load_seconds_excluded']:.1f} s)")
     ratio = None
     if MPNET in ingest_models:
         ratio = round(ingest_models[MINILM]["documents_per_second"]
@@ -358,6 +374,7 @@ def main() -> None:
                                 "mpnet_install_seconds": mpnet_install_seconds,
                                 "model_load_excluded": True}
 
+    loads["after_ingest_sample"] = load_average()
     # 2. full wiki5k KB
     say(f"\n[2] wiki5k KB with {MINILM} at {args.kb_dir}")
     kb, wiki = open_wiki5k(args.kb_dir, documents)
@@ -367,10 +384,11 @@ def main() -> None:
         say(f"  built: {figures['documents']} docs / {figures['chunks']} chunks in "
             f"{figures['seconds']:.1f} s -> {figures['documents_per_second']:.1f} docs/s, "
             f"{figures['chunks_per_second']:.1f} chunks/s, embedding "
-            f"{figures['embed_share']:.1%} of the time")
+            f"{figures['embed_share']:.1%} of the time, cpu/wall {figures['cpu_per_wall']:.2f}")
     else:
         say(f"  reused: {wiki['documents']} docs / {wiki['chunks']} chunks (no ingest timing)")
     kb.indexes()  # load (or rebuild) the indexes before anything is timed
+    loads["after_wiki5k"] = load_average()
 
     # questions
     nq_all, nq_total = nq_open_questions(kb)
@@ -397,7 +415,7 @@ def main() -> None:
     results["latency_k5"] = search_latency(kb, questions)
     for backend, figures in results["latency_k5"].items():
         say(f"  {backend:<7} p50 {figures['p50_ms']:.2f} ms  p95 {figures['p95_ms']:.2f} ms  "
-            f"mean {figures['mean_ms']:.2f} ms")
+            f"mean {figures['mean_ms']:.2f} ms  cpu/wall {figures['cpu_per_wall']:.2f}")
     say("  dense with HNSW: DenseIndex('hnsw') built in memory from the KB's stored embeddings; "
         "timed = query embedding + index search (no SQLite fetch), flat timed the same way")
     results["hnsw"] = hnsw_comparison(kb, questions)
@@ -420,12 +438,20 @@ def main() -> None:
             f"{backend} {figures[backend]:.3f}" for backend in BACKENDS))
     kb.close()
 
+    loads["end"] = load_average()
+    results["load_average_1min"] = loads
     results["total_seconds"] = round(time.perf_counter() - run_started, 1)
     results["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     say("\n=== summary ===")
     say(summary(results))
+    say(f"  1-min load average at start / after [1] / after [2] / end: "
+        f"{' / '.join(str(value) for value in loads.values())} on "
+        f"{env['cpus_usable']} usable CPUs. cpu/wall = this process's CPU seconds per wall "
+        f"second (about {env['torch_threads']} when it has the CPUs to itself); load above "
+        "the CPU count or a low cpu/wall means other processes competed and the timings are "
+        "pessimistic.")
     say(f"\ntotal {results['total_seconds']:.1f} s; figures written to {RESULTS}")
     say(f"reproduce: {command}")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from trishield.demo import corpus_dir
 from trishield.errors import InputError, KnowledgeBaseError
 from trishield.kb import ChunkingConfig, Document, KnowledgeBase, load_path
-from trishield.demo import corpus_dir
 
 
 def _snapshot(directory: Path) -> dict[str, int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trishield import config
@@ -190,8 +191,8 @@ def models() -> None:
 @json_option
 def models_list(json_output: bool) -> None:
     """List known models and whether they are installed."""
-    from trishield.models.embedders import EMBEDDING_MODELS
     from trishield.models.artifacts import installed_path
+    from trishield.models.embedders import EMBEDDING_MODELS
 
     rows = []
     for model in EMBEDDING_MODELS.values():
@@ -271,10 +272,10 @@ def main() -> None:
         error.show()
         sys.exit(error.exit_code)
     except TriShieldError as error:
-        errors.print(f"[red]error:[/] {error}", markup=True, soft_wrap=True)
+        errors.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
         sys.exit(error.exit_code)
     except OSError as error:
-        errors.print(f"[red]error:[/] {error}", soft_wrap=True)
+        errors.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
         sys.exit(1)
 
 

@@ -32,7 +32,9 @@ def data_dir() -> Path:
     configured = os.environ.get(DATA_DIR_ENV)
     if configured:
         return Path(configured).expanduser().resolve()
-    for candidate in (Path.cwd() / ".." / "shared" / "data", project_root().parent / "shared" / "data"):
+    beside_cwd = Path.cwd() / ".." / "shared" / "data"
+    beside_checkout = project_root().parent / "shared" / "data"
+    for candidate in (beside_cwd, beside_checkout):
         if candidate.is_dir():
             return candidate.resolve()
     return (Path.cwd() / ".." / "shared" / "data").resolve()

@@ -12,7 +12,7 @@ from functools import lru_cache
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+_TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
 
 STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS)
 

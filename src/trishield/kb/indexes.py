@@ -24,6 +24,8 @@ DENSE_KINDS = ("flat", "hnsw")
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_SEARCH = 128
+ANALYZER = "words-lower/stopwords-en-plus/snowball-english/v1"
+"""Names how :func:`index_terms` turns text into BM25 terms; an index built otherwise is stale."""
 
 
 class DenseIndex:
@@ -104,6 +106,7 @@ class LexicalIndex:
     def save(self, path: Path) -> None:
         def write(temporary: Path) -> None:
             temporary.mkdir()
+            (temporary / "analyzer.txt").write_text(ANALYZER + "\n")
             np.save(temporary / "ids.npy", self.ids)
             if self.retriever is not None:
                 self.retriever.save(str(temporary / "bm25"), show_progress=False)
@@ -111,7 +114,11 @@ class LexicalIndex:
         _atomic_write(path, write)
 
     @classmethod
-    def load(cls, path: Path) -> LexicalIndex:
+    def load(cls, path: Path) -> LexicalIndex | None:
+        """The saved index, or ``None`` when it was built with another analyzer."""
+        analyzer = path / "analyzer.txt"
+        if not analyzer.is_file() or analyzer.read_text().strip() != ANALYZER:
+            return None
         ids = np.load(path / "ids.npy")
         retriever = None
         if (path / "bm25").is_dir():

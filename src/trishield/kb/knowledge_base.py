@@ -106,6 +106,7 @@ class KnowledgeBase:
         self.settings = settings
         self.dimension = get_embedding_model(settings.embedding_model).dimension
         self._indexes: tuple[int, DenseIndex, LexicalIndex] | None = None
+        self._unsaved_rebuild = False
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -275,12 +276,15 @@ class KnowledgeBase:
             dense_path, lexical_path = self._index_paths(generation)
             chunk_count = self.store.counts()["chunks"]
             dense = lexical = None
+            rebuilt = False
             if dense_path.is_file() and lexical_path.is_dir():
                 dense = DenseIndex.load(dense_path, self.settings.dense_index, self.dimension)
                 lexical = LexicalIndex.load(lexical_path)
-                if len(dense) != chunk_count or len(lexical) != chunk_count:
-                    dense = lexical = None  # written for other rows: never trust it
+                if (lexical is None or len(dense) != chunk_count
+                        or len(lexical) != chunk_count):
+                    dense = lexical = None  # written for other rows or terms: never trust it
             if dense is None or lexical is None:
+                rebuilt = True
                 ids, vectors = self.store.all_embeddings(self.dimension)
                 dense = DenseIndex(self.settings.dense_index, self.dimension)
                 dense.add(ids, vectors)
@@ -289,12 +293,28 @@ class KnowledgeBase:
         finally:
             connection.execute("COMMIT")
         if persist:
-            dense.save(dense_path)
-            _fault_point("between-indexes")
-            lexical.save(lexical_path)
-            self._remove_stale_indexes(generation)
+            self._save_indexes(generation, dense, lexical, replace=rebuilt)
+        self._unsaved_rebuild = rebuilt and not persist
         self._indexes = (generation, dense, lexical)
         return self._indexes
+
+    def _save_indexes(self, generation: int, dense: DenseIndex, lexical: LexicalIndex, *,
+                      replace: bool) -> None:
+        """Write both indexes for ``generation`` (caller holds the write lock)."""
+        if replace:
+            self._remove_index_files(generation)
+        dense_path, lexical_path = self._index_paths(generation)
+        dense.save(dense_path)
+        _fault_point("between-indexes")
+        lexical.save(lexical_path)
+        self._remove_stale_indexes(generation)
+
+    def _remove_index_files(self, generation: int) -> None:
+        for path in self._index_paths(generation):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
 
     def _remove_stale_indexes(self, generation: int) -> None:
         keep = {path.name for path in self._index_paths(generation)}
@@ -307,8 +327,24 @@ class KnowledgeBase:
                     path.unlink(missing_ok=True)
 
     def indexes(self) -> tuple[DenseIndex, LexicalIndex]:
-        """Indexes matching the database; a reader that finds them stale rebuilds in memory."""
-        _, dense, lexical = self._refresh_indexes(persist=False)
+        """Indexes matching the database.
+
+        A reader that finds them stale (a crash after a commit) rebuilds them in memory, and
+        saves them too when no writer holds the KB, so the next reader does not pay again.
+        """
+        generation, dense, lexical = self._refresh_indexes(persist=False)
+        if self._unsaved_rebuild:
+            with (self.directory / LOCK).open("a") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return dense, lexical
+                try:
+                    if self.store.generation() == generation:
+                        self._save_indexes(generation, dense, lexical, replace=True)
+                        self._unsaved_rebuild = False
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
         return dense, lexical
 
     def repair(self) -> int:

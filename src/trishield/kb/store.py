@@ -120,7 +120,8 @@ class Store:
     def meta(self) -> dict[str, str]:
         return dict(self.connection.execute("SELECT key, value FROM meta"))
 
-    def set_meta(self, values: dict[str, str], connection: sqlite3.Connection | None = None) -> None:
+    def set_meta(self, values: dict[str, str],
+                 connection: sqlite3.Connection | None = None) -> None:
         (connection or self.connection).executemany(
             "INSERT INTO meta(key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -76,6 +76,9 @@ class Embedder:
 
     def __init__(self, model: EmbeddingModel):
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # keep CLI output to what TriShield says
 
         folder = model.locate()
         verify(folder / model.pinned_file, model.sha256, what=model.name)

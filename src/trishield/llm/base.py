@@ -1,0 +1,93 @@
+"""What every LLM backend of the Ring 3 panel offers, local or remote.
+
+The panel only needs one operation, a chat completion, and a stable ``identity`` for each
+backend so that responses can be cached: the same model file (or remote model), the same
+messages and the same parameters at temperature 0 give the same answer, and reading the
+prompt is what costs seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from trishield.errors import ModelError
+
+ChatMessage = dict[str, str]
+"""One chat turn: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
+
+ROLES = frozenset({"system", "user", "assistant"})
+
+
+class LLMError(ModelError):
+    """An LLM call failed: the backend is unreachable, refused the request or answered
+    something that is not a completion. The message names the backend and the cause."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Sampling parameters; the defaults (greedy, fixed seed) make answers reproducible."""
+
+    temperature: float = 0.0
+    max_tokens: int = 64
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        # a list would make the dataclass unhashable and the cache key order-sensitive
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+    def as_dict(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["stop"] = list(self.stop)
+        return payload
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    """One completion, with what it cost: tokens read and written, and wall time."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    cached: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """An LLM that answers chat messages.
+
+    ``name`` is the panel member's name, ``vendor`` who trained the model (the panel wants
+    different vendors so that errors are independent), ``identity`` the exact model for
+    caching: the GGUF file's sha256, or ``openai-compatible|<base_url>|<model>``.
+    """
+
+    name: str
+    vendor: str
+    identity: str
+
+    def chat(self, messages: list[ChatMessage], params: GenerationParams) -> LLMResponse:
+        ...
+
+
+def validate_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Check the shape of ``messages`` before paying for a call; returns plain copies."""
+    if not messages:
+        raise LLMError("no messages to send")
+    checked = []
+    for position, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if role not in ROLES or not isinstance(content, str):
+            raise LLMError(f"message {position} must have a role in {sorted(ROLES)} and a "
+                           f"string content, got {message!r}")
+        checked.append({"role": role, "content": content})
+    return checked

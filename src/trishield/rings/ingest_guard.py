@@ -1,0 +1,153 @@
+"""Ring 1, the Ingest Guard: judges each document on its own, before it can be retrieved.
+
+``C = w_perp * S_perp_len + w_pat * S_pat + w_out * S_out``; a document is blocked when
+``C >= theta``. ``S_perp`` is the paper's repetition score. Measured on clean Wikipedia it grows
+with length (longer texts repeat more), so a short poison scores *lower* than clean passages; the
+combination therefore uses ``S_perp_len``, the excess of ``S_perp`` over what clean text of the
+same length scores (a Heaps'-law fit on clean training passages), and the trace carries both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trishield.rings.patterns import PatternHit, PatternWeights, detect_patterns, pattern_score
+from trishield.text import words
+
+HEAPS_K = 1.734
+HEAPS_EXPONENT = -0.205
+"""Clean-text vocabulary growth ``|V|/n = K * n^exponent``, fitted on the HotpotQA training
+corpus (994 passages; not part of any evaluation KB): see ``trishield.rings.calibration``."""
+
+OUTLIER_NEIGHBOURS = 10
+MIN_NEIGHBOURHOOD = 20
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """Ring 1 weights and thresholds (defaults chosen on training data only)."""
+
+    w_perp: float = 0.2
+    w_pat: float = 0.6
+    w_out: float = 0.2
+    theta: float = 0.33
+    """Block at ``C >= theta``."""
+    flag_theta: float = 0.15
+    """Post-retrieval: at ``C >= flag_theta`` a passage is flagged (kept, but the gate opens)."""
+    quarantine_trusted: bool = False
+    """Trusted writers are accountable: their documents are scored but never quarantined."""
+    patterns: PatternWeights = field(default_factory=PatternWeights)
+
+
+def perplexity_score(text: str) -> dict[str, float]:
+    """The paper's ``S_perp`` and its length-aware excess ``S_perp_len``."""
+    tokens = words(text)
+    if not tokens:
+        return {"s_perp": 0.0, "s_perp_len": 0.0, "rep": 0.0, "top": 0.0, "words": 0}
+    count = len(tokens)
+    rep = 1.0 - len(set(tokens)) / count
+    top = Counter(tokens).most_common(1)[0][1] / count
+    s_perp = min(1.0, 0.6 * rep + 2.0 * max(0.0, top - 0.12))
+    expected_rep = max(0.0, 1.0 - min(1.0, HEAPS_K * count ** HEAPS_EXPONENT))
+    s_perp_len = min(1.0, max(0.0, s_perp - 0.6 * expected_rep))
+    return {"s_perp": s_perp, "s_perp_len": s_perp_len, "rep": rep, "top": top, "words": count}
+
+
+def outlier_scores(vectors: np.ndarray, reference: np.ndarray,
+                   neighbours: int = OUTLIER_NEIGHBOURS) -> np.ndarray | None:
+    """``S_out`` for each row of ``vectors`` against a ``reference`` neighbourhood.
+
+    Each vector's statistic is its mean cosine similarity to its ``neighbours`` nearest
+    reference vectors (itself excluded); the reference's own statistics give the median and MAD;
+    the robust z-score of a low similarity is squashed to [0, 1] with ``tanh(z / 3)``.
+    Returns ``None`` when the neighbourhood is too small to say anything.
+    """
+    if len(reference) < MIN_NEIGHBOURHOOD or len(vectors) == 0:
+        return None
+    depth = min(neighbours, len(reference) - 1)
+
+    def statistic(rows: np.ndarray) -> np.ndarray:
+        similarity = rows @ reference.T
+        similarity[similarity > 0.9999] = -np.inf  # a vector is not its own neighbour
+        top = -np.sort(-similarity, axis=1)[:, :depth]
+        top[~np.isfinite(top)] = 0.0
+        return top.mean(axis=1)
+
+    reference_stat = statistic(reference)
+    median = float(np.median(reference_stat))
+    mad = float(np.median(np.abs(reference_stat - median))) * MAD_TO_SIGMA or 1e-6
+    z = (median - statistic(vectors)) / mad
+    return np.tanh(np.clip(z, 0.0, None) / 3.0)
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    """Ring 1's judgement of one document or passage, with every score and reason."""
+
+    subject: str
+    s_perp: float
+    s_perp_len: float
+    s_pat: float
+    s_out: float | None
+    combined: float
+    blocked: bool
+    flagged: bool
+    patterns: tuple[PatternHit, ...]
+    reasons: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.subject,
+            "s_perp": round(self.s_perp, 4),
+            "s_perp_len": round(self.s_perp_len, 4),
+            "s_pat": round(self.s_pat, 4),
+            "s_out": None if self.s_out is None else round(self.s_out, 4),
+            "c": round(self.combined, 4),
+            "blocked": self.blocked,
+            "flagged": self.flagged,
+            "patterns": [hit.as_dict() for hit in self.patterns],
+            "reasons": list(self.reasons),
+        }
+
+
+class IngestGuard:
+    """Scores texts with the three Ring 1 signals and decides block / flag / pass."""
+
+    def __init__(self, config: GuardConfig | None = None):
+        self.config = config or GuardConfig()
+
+    def judge(self, subject: str, text: str, *, s_out: float | None = None,
+              query: str | None = None, tier: str = "neutral") -> GuardVerdict:
+        config = self.config
+        perplexity = perplexity_score(text)
+        hits = tuple(detect_patterns(text, query=query, weights=config.patterns))
+        s_pat = pattern_score(list(hits))
+        combined = (config.w_perp * perplexity["s_perp_len"] + config.w_pat * s_pat
+                    + config.w_out * (s_out or 0.0))
+        over = combined >= config.theta
+        exempt = tier == "trusted" and not config.quarantine_trusted
+        reasons = [f"{hit.name}: {hit.evidence}" for hit in hits]
+        if s_out is not None and s_out >= 0.5:
+            reasons.append(f"embedding outlier (S_out={s_out:.2f})")
+        if perplexity["s_perp_len"] >= 0.1:
+            reasons.append(f"repetitive for its length (S_perp={perplexity['s_perp']:.2f}, "
+                           f"excess {perplexity['s_perp_len']:.2f})")
+        if over:
+            verdict = "over threshold but trusted writer: kept" if exempt else "blocked"
+            reasons.insert(0, f"C={combined:.3f} >= theta={config.theta} ({verdict})")
+        return GuardVerdict(
+            subject=subject, s_perp=perplexity["s_perp"], s_perp_len=perplexity["s_perp_len"],
+            s_pat=s_pat, s_out=s_out, combined=combined, blocked=over and not exempt,
+            flagged=combined >= config.flag_theta, patterns=hits, reasons=tuple(reasons))
+
+    def judge_many(self, subjects: Sequence[str], texts: Sequence[str],
+                   outliers: Sequence[float | None], *, query: str | None = None,
+                   tiers: Sequence[str] | None = None) -> list[GuardVerdict]:
+        tiers = tiers or ["neutral"] * len(texts)
+        return [self.judge(s, t, s_out=o, query=query, tier=tier)
+                for s, t, o, tier in zip(subjects, texts, outliers, tiers, strict=True)]

@@ -1,0 +1,155 @@
+"""Ring 1's pattern signals: text shapes that poisons and injections have and evidence lacks.
+
+Each detector returns the evidence it found (a short quote), so the trace can say *why* a
+document scored, not only how much. Weights combine the detectors by noisy-OR: several weak
+signals add up, one strong signal is enough, and the score stays in [0, 1].
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+from trishield.text import words
+
+QUESTION_OPENERS = frozenset({
+    "who", "whom", "whose", "what", "when", "where", "which", "why", "how", "is", "are", "was",
+    "were", "does", "do", "did", "can", "could", "will", "would", "should", "has", "have", "had",
+    "name", "list",
+})
+
+AUTHORITY_PHRASES = (
+    "verified records", "multiple independent sources", "officially confirmed",
+    "independent sources confirm", "it is confirmed that", "according to verified",
+    "authoritative sources", "has been officially", "records confirm", "experts confirm",
+    "it is a well-known fact", "undisputed fact", "the correct answer is", "the answer is",
+    "confirmed by multiple", "widely verified", "definitive answer",
+)
+
+INJECTION_PHRASES = (
+    "ignore previous instructions", "ignore all previous", "ignore the previous",
+    "ignore prior instructions", "disregard previous", "disregard all prior",
+    "disregard the above", "forget previous instructions", "forget your instructions",
+    "system update", "system prompt", "new instructions", "you must answer",
+    "you must respond", "you must reply", "always answer",
+    "respond only with", "policy update effective immediately",
+    "supersedes all previous", "this message is from the administrator",
+)
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
+_HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
+SHORT_DOCUMENT_WORDS = 80
+
+
+@dataclass(frozen=True)
+class PatternHit:
+    """One detector that fired, its weight, and the text that made it fire."""
+
+    name: str
+    weight: float
+    evidence: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "weight": self.weight, "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
+class PatternWeights:
+    """Per-detector weights (noisy-OR). Defaults: see ``trishield.rings.calibration``."""
+
+    question_opening: float = 0.6
+    question_inside: float = 0.25
+    query_verbatim: float = 0.8
+    authority: float = 0.5
+    injection: float = 0.9
+    encoded_payload: float = 0.7
+
+
+def _normalised(text: str) -> str:
+    return " ".join(words(text))
+
+
+def _question_sentences(text: str) -> list[tuple[int, str]]:
+    found = []
+    for number, match in enumerate(_SENTENCE.finditer(text)):
+        sentence = match.group().strip()
+        tokens = words(sentence)
+        if not tokens or len(tokens) > 30:
+            continue
+        if sentence.endswith("?") or tokens[0] in QUESTION_OPENERS:
+            found.append((number, sentence))
+    return found
+
+
+def _decodes_to_text(blob: bytes) -> str | None:
+    try:
+        decoded = blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    printable = sum(ch.isprintable() or ch.isspace() for ch in decoded)
+    letters = sum(ch.isalpha() for ch in decoded)
+    if len(decoded) >= 8 and printable / len(decoded) > 0.95 and letters / len(decoded) > 0.5:
+        return decoded
+    return None
+
+
+def encoded_payloads(text: str) -> list[str]:
+    """Base64 or hex blobs in ``text`` that decode to readable text (returned decoded)."""
+    payloads: list[str] = []
+    for match in _BASE64.finditer(text):
+        blob = match.group()
+        if blob.isalpha() and (blob.islower() or blob.isupper()):
+            continue  # a long plain word, not an encoding
+        try:
+            decoded = _decodes_to_text(base64.b64decode(blob + "=" * (-len(blob) % 4)))
+        except (binascii.Error, ValueError):
+            decoded = None
+        if decoded:
+            payloads.append(decoded)
+    for match in _HEX.finditer(text):
+        decoded = _decodes_to_text(bytes.fromhex(match.group()))
+        if decoded:
+            payloads.append(decoded)
+    return payloads
+
+
+def detect_patterns(text: str, *, query: str | None = None,
+                    weights: PatternWeights | None = None) -> list[PatternHit]:
+    """Every pattern detector that fires on ``text`` (and on ``query``, when known)."""
+    weights = weights or PatternWeights()
+    hits: list[PatternHit] = []
+    normalised = _normalised(text)
+    short = len(normalised.split()) <= SHORT_DOCUMENT_WORDS
+    questions = _question_sentences(text)
+    if questions:
+        number, sentence = questions[0]
+        if number == 0 and short:
+            hits.append(PatternHit("question_opening", weights.question_opening, sentence[:120]))
+        else:
+            hits.append(PatternHit("question_inside", weights.question_inside, sentence[:120]))
+    if query:
+        wanted = _normalised(query)
+        if len(wanted.split()) >= 3 and f" {wanted} " in f" {normalised} ":
+            hits.append(PatternHit("query_verbatim", weights.query_verbatim, query[:120]))
+    lowered = " ".join(text.lower().split())
+    payloads = encoded_payloads(text)
+    decoded_lowered = " ".join(" ".join(payloads).lower().split())
+    for name, phrases, weight in (("authority", AUTHORITY_PHRASES, weights.authority),
+                                  ("injection", INJECTION_PHRASES, weights.injection)):
+        matched = [p for p in phrases if p in lowered or p in decoded_lowered]
+        if matched:
+            hits.append(PatternHit(name, weight, ", ".join(matched[:4])))
+    if payloads:
+        hits.append(PatternHit("encoded_payload", weights.encoded_payload, payloads[0][:120]))
+    return hits
+
+
+def pattern_score(hits: list[PatternHit]) -> float:
+    """Noisy-OR of the fired detectors' weights: ``1 - prod(1 - w)``."""
+    remaining = 1.0
+    for hit in hits:
+        remaining *= 1.0 - hit.weight
+    return 1.0 - remaining

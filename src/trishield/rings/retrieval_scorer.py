@@ -1,0 +1,123 @@
+"""Ring 2, the Retrieval Scorer: re-ranks a candidate pool by trust, not by relevance alone.
+
+``T = w_prov * S_con + (1 - w_prov) * s_rel``. Relevance is the signal an attacker controls
+best (a poison that repeats the question is maximally relevant), so it is down-weighted; the
+less a source is trusted, the larger ``w_prov`` and the more the passage needs corroboration
+from the rest of the pool. Tiers come from the writer, never from the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from trishield.kb.retrieval import Candidate
+from trishield.rings.conflicts import Conflict, find_conflicts
+from trishield.text import content_words
+
+
+@dataclass(frozen=True)
+class ScorerConfig:
+    """Ring 2 settings: pool size K, context size k, provenance weights per tier."""
+
+    pool: int = 20
+    context: int = 5
+    w_prov: dict[str, float] = field(default_factory=lambda: {
+        "trusted": 0.2, "neutral": 0.5, "untrusted": 0.8})
+    detect_conflicts: bool = True
+
+
+@dataclass(frozen=True)
+class ScoredPassage:
+    """A candidate with Ring 2's scores and where it ended up."""
+
+    candidate: Candidate
+    s_rel: float
+    s_con: float
+    s_con_raw: float
+    w_prov: float
+    trust: float
+    trust_rank: int = 0
+    in_context: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "chunk_id": self.candidate.chunk_id,
+            "doc_id": self.candidate.doc_id,
+            "tier": self.candidate.chunk.tier,
+            "writer": self.candidate.chunk.writer,
+            "retrieval_rank": self.candidate.rank,
+            "retrieval_score": round(self.candidate.score, 6),
+            "s_rel": round(self.s_rel, 4),
+            "s_con": round(self.s_con, 4),
+            "s_con_raw": round(self.s_con_raw, 4),
+            "w_prov": self.w_prov,
+            "trust": round(self.trust, 4),
+            "trust_rank": self.trust_rank,
+            "in_context": self.in_context,
+        }
+
+
+def min_max(values: Sequence[float]) -> list[float]:
+    """Min-max normalise within the set; a set of equal values is all 1.0 (nothing to rank)."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    if high - low <= 1e-12:
+        return [1.0 for _ in values]
+    return [(value - low) / (high - low) for value in values]
+
+
+def corroboration(texts: Sequence[str]) -> list[float]:
+    """Raw ``S_con``: ``|B ∩ B_i| / |B \\ B_i|`` with ``B`` the other passages' content words."""
+    bags = [set(content_words(text)) for text in texts]
+    raw = []
+    for i, own in enumerate(bags):
+        others = set().union(*(bag for j, bag in enumerate(bags) if j != i))
+        outside = others - own
+        raw.append(len(others & own) / len(outside) if outside else float(len(others & own)))
+    return raw
+
+
+@dataclass(frozen=True)
+class ScorerResult:
+    ranked: list[ScoredPassage]
+    conflicts: list[Conflict]
+
+    @property
+    def context(self) -> list[ScoredPassage]:
+        return [p for p in self.ranked if p.in_context]
+
+
+class RetrievalScorer:
+    def __init__(self, config: ScorerConfig | None = None):
+        self.config = config or ScorerConfig()
+
+    def weight(self, tier: str) -> float:
+        return self.config.w_prov.get(tier, self.config.w_prov["untrusted"])
+
+    def score(self, candidates: Sequence[Candidate], *, context: int | None = None) -> ScorerResult:
+        """Trust-rank ``candidates``; the top ``context`` form the context sent to Ring 3."""
+        k = context or self.config.context
+        if not candidates:
+            return ScorerResult([], [])
+        texts = [c.chunk.text for c in candidates]
+        relevance = min_max([c.score for c in candidates])
+        raw = corroboration(texts)
+        agreement = min_max(raw)
+        scored = []
+        for candidate, s_rel, s_con, s_raw in zip(candidates, relevance, agreement, raw,
+                                                  strict=True):
+            w = self.weight(candidate.chunk.tier)
+            scored.append(ScoredPassage(candidate, s_rel, s_con, s_raw, w,
+                                        w * s_con + (1 - w) * s_rel))
+        order = sorted(range(len(scored)),
+                       key=lambda i: (-scored[i].trust, scored[i].candidate.rank))
+        ranked = [ScoredPassage(**{**scored[i].__dict__, "trust_rank": position + 1,
+                                   "in_context": position < k})
+                  for position, i in enumerate(order)]
+        conflicts: list[Conflict] = []
+        if self.config.detect_conflicts:
+            conflicts = find_conflicts([(p.candidate.chunk_id, p.candidate.doc_id,
+                                         p.candidate.chunk.text) for p in ranked])
+        return ScorerResult(ranked, conflicts)
