@@ -25,17 +25,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from trishield.errors import InputError, KnowledgeBaseError
 from trishield.kb.chunking import ChunkingConfig, chunk_document
-from trishield.kb.documents import Document, Tier
+from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
 from trishield.kb.retrieval import BACKENDS, Candidate, hybrid_depth, reciprocal_rank_fusion
 from trishield.kb.store import SCHEMA_VERSION, Store
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
+from trishield.rings.ingest_guard import GuardVerdict, IngestGuard, outlier_scores
 
 DATABASE = "kb.sqlite"
 LOCK = "kb.lock"
 MAX_K = 1000
+OUTLIER_REFERENCE_SIZE = 2000
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
 
@@ -76,6 +80,8 @@ class IngestReport:
     generation: int
     seconds: float
     embed_seconds: float
+    quarantined: list[dict] = field(default_factory=list)
+    screened: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -88,6 +94,9 @@ class IngestReport:
             "embed_seconds": round(self.embed_seconds, 3),
             "added": self.added,
             "duplicates": self.duplicates,
+            "documents_quarantined": len(self.quarantined),
+            "quarantined": self.quarantined,
+            "screened_by_ring1": self.screened,
         }
 
 
@@ -198,9 +207,14 @@ class KnowledgeBase:
         writer: str = "cli",
         source: str = "",
         progress: bool = False,
+        guard: IngestGuard | None = None,
     ) -> IngestReport:
         """Add a batch atomically. Already-present texts are skipped (content-hash dedupe);
-        an id already used for a different text refuses the whole batch before any write."""
+        an id already used for a different text refuses the whole batch before any write.
+
+        With a ``guard`` (Ring 1), documents it blocks go to the quarantine table with their
+        scores and reasons, in the same transaction, instead of into the indexes.
+        """
         started = time.perf_counter()
         tier = self._check_tier(tier)
         if not writer or writer != writer.strip():
@@ -215,17 +229,67 @@ class KnowledgeBase:
             embed_started = time.perf_counter()
             embeddings = self.embedder.encode(texts, progress=progress)
             embed_seconds = time.perf_counter() - embed_started
+            verdicts = self._screen(guard, new, chunks, embeddings, tier) if guard else []
+            blocked = {v.subject for v in verdicts if v.blocked}
+            keep = [i for i, d in enumerate(new) if d.id not in blocked]
+            offsets = np.cumsum([0, *map(len, chunks)])
+            kept_rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in keep]
+                                       or [np.zeros(0, dtype=int)]).astype(int)
+            held = [(new[i], v.as_dict()) for i, v in enumerate(verdicts) if v.blocked]
             _fault_point("before-commit")
             with self.store.transaction() as connection:
                 batch_id, _ = self.store.write_batch(
-                    connection, documents=new, chunks=chunks, embeddings=embeddings, tier=tier,
-                    writer=writer, source=source, duplicates=len(duplicates))
+                    connection, documents=[new[i] for i in keep],
+                    chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
+                    tier=tier, writer=writer, source=source, duplicates=len(duplicates),
+                    quarantined=held)
                 _fault_point("inside-commit")
             _fault_point("after-commit")
             self._refresh_indexes(persist=True)
             generation = self.store.generation()
-        return IngestReport(batch_id, [d.id for d in new], duplicates, len(texts), generation,
-                            time.perf_counter() - started, embed_seconds)
+        return IngestReport(batch_id, [new[i].id for i in keep], duplicates, len(kept_rows),
+                            generation, time.perf_counter() - started, embed_seconds,
+                            quarantined=[v.as_dict() for v in verdicts if v.blocked],
+                            screened=len(verdicts))
+
+    def _screen(self, guard: IngestGuard, documents: Sequence[Document],
+                chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
+                tier: str) -> list[GuardVerdict]:
+        """Ring 1 at ingest: each document alone, plus its distance from the KB's neighbourhood
+        (the existing KB, or the batch itself while the KB is still small)."""
+        vectors, start = [], 0
+        for per_document in chunks:
+            mean = embeddings[start:start + len(per_document)].mean(axis=0)
+            vectors.append(mean / (np.linalg.norm(mean) or 1.0))
+            start += len(per_document)
+        document_vectors = np.asarray(vectors, dtype=np.float32)
+        reference = self.store.sample_embeddings(self.dimension, OUTLIER_REFERENCE_SIZE)
+        if len(reference) < OUTLIER_REFERENCE_SIZE:
+            reference = np.concatenate([reference, document_vectors])
+        outliers = outlier_scores(document_vectors, reference)
+        scores = [None] * len(documents) if outliers is None else [float(o) for o in outliers]
+        return guard.judge_many([d.id for d in documents], [d.text for d in documents], scores,
+                                tiers=[tier] * len(documents))
+
+    def release(self, doc_id: str, *, by: str, progress: bool = False) -> IngestReport:
+        """Move a quarantined document into the KB (an admin decision, audited)."""
+        record = self.store.quarantined_document(doc_id)
+        if record is None or record["released_at"] is not None:
+            raise InputError(f"no document {doc_id!r} is held in quarantine")
+        document = Document(id=record["id"], text=record["text"], title=record["title"],
+                            source=record["source"], origin=record["origin"])
+        with self._write_lock():
+            chunks = chunk_document(document, self.settings.chunking)
+            embeddings = self.embedder.encode([c.text for c in chunks], progress=progress)
+            with self.store.transaction() as connection:
+                self.store.mark_released(connection, doc_id, by)
+                batch_id, _ = self.store.write_batch(
+                    connection, documents=[document], chunks=[chunks], embeddings=embeddings,
+                    tier=record["tier"], writer=record["writer"],
+                    source=f"released from quarantine by {by}", duplicates=0)
+            self._refresh_indexes(persist=True)
+            generation = self.store.generation()
+        return IngestReport(batch_id, [doc_id], [], len(chunks), generation, 0.0, 0.0)
 
     @staticmethod
     def _check_tier(tier: str) -> str:

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS batches (
     source TEXT NOT NULL,
     documents_added INTEGER NOT NULL,
     documents_duplicate INTEGER NOT NULL,
+    documents_quarantined INTEGER NOT NULL DEFAULT 0,
     chunks_added INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS documents (
@@ -58,6 +59,22 @@ CREATE TABLE IF NOT EXISTS chunks (
     word_end INTEGER NOT NULL,
     embedding BLOB NOT NULL,
     UNIQUE (doc_pk, chunk_index)
+);
+CREATE TABLE IF NOT EXISTS quarantine (
+    pk INTEGER PRIMARY KEY,
+    doc_id TEXT NOT NULL UNIQUE,
+    content_hash TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL,
+    source TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    writer TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    quarantined_at REAL NOT NULL,
+    batch_id INTEGER NOT NULL REFERENCES batches(id),
+    released_at REAL,
+    released_by TEXT
 );
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY,
@@ -101,6 +118,10 @@ class Store:
         self.connection.execute("PRAGMA synchronous=FULL")
         self.connection.execute("PRAGMA foreign_keys=ON")
         self.connection.executescript(_SCHEMA)
+        columns = {row[1] for row in self.connection.execute("PRAGMA table_info(batches)")}
+        if "documents_quarantined" not in columns:  # KBs made before the quarantine existed
+            self.connection.execute("ALTER TABLE batches ADD COLUMN documents_quarantined "
+                                    "INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         self.connection.close()
@@ -133,7 +154,8 @@ class Store:
 
     # -- reads ------------------------------------------------------------------------------
     def existing(self, doc_ids: Iterable[str], hashes: Iterable[str]) -> tuple[dict, dict]:
-        """Maps ``doc_id -> content_hash`` and ``content_hash -> doc_id`` for the given keys."""
+        """Maps ``doc_id -> content_hash`` and ``content_hash -> doc_id`` for the given keys,
+        over stored documents and documents held in quarantine."""
         by_id: dict[str, str] = {}
         by_hash: dict[str, str] = {}
         for key_column, keys, target in (("doc_id", list(doc_ids), by_id),
@@ -142,8 +164,9 @@ class Store:
                 part = keys[start:start + 500]
                 marks = ",".join("?" * len(part))
                 rows = self.connection.execute(
-                    f"SELECT doc_id, content_hash FROM documents WHERE {key_column} IN ({marks})",
-                    part)
+                    f"SELECT doc_id, content_hash FROM documents WHERE {key_column} IN ({marks}) "
+                    f"UNION ALL SELECT doc_id, content_hash FROM quarantine "
+                    f"WHERE released_at IS NULL AND {key_column} IN ({marks})", part + part)
                 for doc_id, digest in rows:
                     if key_column == "doc_id":
                         target[doc_id] = digest
@@ -153,9 +176,67 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         query = ("SELECT (SELECT COUNT(*) FROM documents), (SELECT COUNT(*) FROM chunks), "
-                 "(SELECT COUNT(*) FROM batches), (SELECT COUNT(*) FROM audit)")
-        documents, chunks, batches, audit = self.connection.execute(query).fetchone()
-        return {"documents": documents, "chunks": chunks, "batches": batches, "audit": audit}
+                 "(SELECT COUNT(*) FROM batches), (SELECT COUNT(*) FROM audit), "
+                 "(SELECT COUNT(*) FROM quarantine WHERE released_at IS NULL)")
+        documents, chunks, batches, audit, held = self.connection.execute(query).fetchone()
+        return {"documents": documents, "chunks": chunks, "batches": batches, "audit": audit,
+                "quarantined": held}
+
+    def sample_embeddings(self, dimension: int, limit: int, seed: int = 0) -> np.ndarray:
+        """Up to ``limit`` stored chunk embeddings, a seeded sample when there are more."""
+        ids = [pk for (pk,) in self.connection.execute("SELECT pk FROM chunks ORDER BY pk")]
+        if len(ids) > limit:
+            chosen = np.random.default_rng(seed).choice(len(ids), size=limit, replace=False)
+            ids = sorted(ids[i] for i in chosen)
+        vectors = []
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            vectors.extend(blob for (blob,) in self.connection.execute(
+                f"SELECT embedding FROM chunks WHERE pk IN ({marks}) ORDER BY pk", part))
+        flat = np.frombuffer(b"".join(vectors), dtype=np.float32)
+        return flat.reshape(len(vectors), dimension)
+
+    def embeddings_of(self, pks: Sequence[int], dimension: int) -> dict[int, np.ndarray]:
+        found: dict[int, np.ndarray] = {}
+        for start in range(0, len(pks), 500):
+            part = list(pks[start:start + 500])
+            marks = ",".join("?" * len(part))
+            for pk, blob in self.connection.execute(
+                    f"SELECT pk, embedding FROM chunks WHERE pk IN ({marks})", part):
+                found[pk] = np.frombuffer(blob, dtype=np.float32).reshape(dimension)
+        return found
+
+    # -- quarantine -------------------------------------------------------------------------
+    _QUARANTINE_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
+                           "verdict", "quarantined_at", "batch_id", "released_at",
+                           "released_by", "content_hash")
+
+    def quarantined(self, *, include_released: bool = False) -> list[dict]:
+        where = "" if include_released else "WHERE released_at IS NULL"
+        rows = self.connection.execute(
+            f"SELECT {', '.join(self._QUARANTINE_COLUMNS)} FROM quarantine {where} ORDER BY pk")
+        return [self._quarantine_row(row) for row in rows]
+
+    def quarantined_document(self, doc_id: str) -> dict | None:
+        row = self.connection.execute(
+            f"SELECT {', '.join(self._QUARANTINE_COLUMNS)} FROM quarantine WHERE doc_id = ?",
+            (doc_id,)).fetchone()
+        return None if row is None else self._quarantine_row(row)
+
+    def _quarantine_row(self, row: tuple) -> dict:
+        record = dict(zip(self._QUARANTINE_COLUMNS, row, strict=True))
+        record["verdict"] = json.loads(record["verdict"])
+        record["id"] = record.pop("doc_id")
+        return record
+
+    def mark_released(self, connection: sqlite3.Connection, doc_id: str, by: str) -> None:
+        connection.execute("UPDATE quarantine SET released_at = ?, released_by = ? "
+                           "WHERE doc_id = ? AND released_at IS NULL", (time.time(), by, doc_id))
+        connection.execute(
+            "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
+            "SELECT ?, 'release', ?, doc_id, content_hash, NULL, ? FROM quarantine "
+            "WHERE doc_id = ?", (time.time(), by, json.dumps({"released_by": by}), doc_id))
 
     def all_embeddings(self, dimension: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self.connection.execute("SELECT pk, embedding FROM chunks ORDER BY pk").fetchall()
@@ -210,6 +291,7 @@ class Store:
         writer: str,
         source: str,
         duplicates: int,
+        quarantined: Sequence[tuple[Document, dict]] = (),
     ) -> tuple[int, np.ndarray]:
         """Insert one batch inside ``connection``'s open transaction.
 
@@ -221,6 +303,21 @@ class Store:
             "INSERT INTO batches(created_at, writer, tier, source, documents_added, "
             "documents_duplicate, chunks_added) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (now, writer, tier, source, len(documents), duplicates, total_chunks)).lastrowid
+        connection.execute("UPDATE batches SET documents_quarantined = ? WHERE id = ?",
+                           (len(quarantined), batch_id))
+        for document, verdict in quarantined:
+            connection.execute(
+                "INSERT INTO quarantine(doc_id, content_hash, title, source, origin, text, tier, "
+                "writer, verdict, quarantined_at, batch_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (document.id, document.content_hash, document.title, document.source,
+                 document.origin, document.text, tier, writer,
+                 json.dumps(verdict, sort_keys=True), now, batch_id))
+            connection.execute(
+                "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
+                "VALUES (?, 'quarantine', ?, ?, ?, ?, ?)",
+                (now, writer, document.id, document.content_hash, batch_id,
+                 json.dumps({"tier": tier, "c": verdict.get("c"),
+                             "reasons": verdict.get("reasons", [])}, sort_keys=True)))
         chunk_ids: list[int] = []
         row = 0
         for document, document_chunks in zip(documents, chunks, strict=True):

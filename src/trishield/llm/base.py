@@ -91,3 +91,53 @@ def validate_messages(messages: list[ChatMessage]) -> list[ChatMessage]:
                            f"string content, got {message!r}")
         checked.append({"role": role, "content": content})
     return checked
+
+
+NO_ANSWER = "no answer"
+"""The ``text`` of every refused answer, whichever reader refused, so that refusals group."""
+
+Passage = str | tuple[str, str]
+"""A context passage: its text (cited by its 1-based position) or an ``(id, text)`` pair."""
+
+
+def passage_pairs(passages: list[Passage]) -> list[tuple[str, str]]:
+    """``(id, text)`` for each passage; a bare string is cited by its 1-based position."""
+    pairs = []
+    for position, passage in enumerate(passages, start=1):
+        if isinstance(passage, str):
+            pairs.append((str(position), passage))
+        elif isinstance(passage, tuple) and len(passage) == 2:
+            pairs.append((str(passage[0]), str(passage[1])))
+        else:
+            raise TypeError(f"passage {position} must be a string or an (id, text) pair, "
+                            f"got {type(passage).__name__}")
+    return pairs
+
+
+@dataclass(frozen=True)
+class ReaderAnswer:
+    """A reader's answer to one question over a context, with its cost.
+
+    ``citations`` are the ids of the passages the answer rests on; ``raw`` is what the reader
+    produced before parsing (the model's reply, or the chosen sentence).
+    """
+
+    text: str
+    citations: list[str]
+    refused: bool
+    raw: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    cached: bool
+    model: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Reader(Protocol):
+    """Answers a question from passages: an LLM behind a prompt, or the extractive baseline."""
+
+    def answer(self, question: str, passages: list[Passage]) -> ReaderAnswer:
+        ...

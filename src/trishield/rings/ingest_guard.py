@@ -35,9 +35,11 @@ class GuardConfig:
     w_perp: float = 0.2
     w_pat: float = 0.6
     w_out: float = 0.2
-    theta: float = 0.33
-    """Block at ``C >= theta``."""
-    flag_theta: float = 0.15
+    theta: float = 0.19
+    """Block at ``C >= theta``. Chosen by ``python -m trishield.rings.calibration`` (training
+    half of PoisonedRAG-NQ vs HotpotQA+MuSiQue): clean false-positive rate 0.45% (13 of 2,884),
+    poison recall 0.88 (220 of 250)."""
+    flag_theta: float = 0.1
     """Post-retrieval: at ``C >= flag_theta`` a passage is flagged (kept, but the gate opens)."""
     quarantine_trusted: bool = False
     """Trusted writers are accountable: their documents are scored but never quarantined."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from trishield.text import words
 
+WH_WORDS = frozenset({"who", "whom", "whose", "what", "when", "where", "which", "why", "how"})
 QUESTION_OPENERS = frozenset({
     "who", "whom", "whose", "what", "when", "where", "which", "why", "how", "is", "are", "was",
     "were", "does", "do", "did", "can", "could", "will", "would", "should", "has", "have", "had",
@@ -77,9 +78,11 @@ def _question_sentences(text: str) -> list[tuple[int, str]]:
     for number, match in enumerate(_SENTENCE.finditer(text)):
         sentence = match.group().strip()
         tokens = words(sentence)
-        if not tokens or len(tokens) > 30:
+        if len(tokens) < 3 or len(tokens) > 30:
             continue
-        if sentence.endswith("?") or tokens[0] in QUESTION_OPENERS:
+        # Auxiliary openers ("Do", "Is") start titles and statements too ("Do Lafzon Ki
+        # Kahani is a series"): they count only with a question mark; wh-words count alone.
+        if (sentence.endswith("?") and tokens[0] in QUESTION_OPENERS) or tokens[0] in WH_WORDS:
             found.append((number, sentence))
     return found
 

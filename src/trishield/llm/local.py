@@ -1,0 +1,202 @@
+"""GGUF models run in-process with llama.cpp (through ``xllamacpp``).
+
+``xllamacpp.Server`` wraps llama.cpp's server: requests are handed to it as Python dicts and
+answered in-process (``handle_chat_completions``), with no network round trip. The library
+always opens an HTTP listener as a side effect; it is bound to 127.0.0.1 on a port the OS
+picks and locked with a random API key that is never shown, so nothing else can use it.
+
+Determinism: greedy sampling at temperature 0, a fixed seed, one slot, and no KV-cache reuse
+between requests (llama.cpp warns that prompt caching can change logits), so the same file,
+prompt and parameters give the same text, which is what makes responses cacheable.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trishield.llm.base import (
+    ChatMessage,
+    GenerationParams,
+    LLMError,
+    LLMResponse,
+    validate_messages,
+)
+from trishield.models.gguf import (
+    GGUF_MODELS,
+    ResolvedGGUF,
+    read_gguf_metadata,
+    resolve_gguf,
+    verify_resolved,
+)
+
+# Stops for base models in completion mode: they continue the document otherwise.
+BASE_MODEL_STOPS = ("\n\n", "\nQuestion:", "\nUser:", "\nContext:")
+
+
+@dataclass
+class _Loaded:
+    server: Any
+    lock: threading.Lock
+    seconds: float
+
+
+_SERVERS: dict[tuple[str, int, int], _Loaded] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def _start_server(path: Path, n_ctx: int, n_threads: int) -> Any:
+    try:
+        import xllamacpp
+    except ImportError:
+        raise LLMError("local GGUF models need the package xllamacpp: "
+                       "pip install xllamacpp") from None
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.n_ctx = n_ctx
+    params.n_parallel = 1
+    params.cpuparams.n_threads = n_threads
+    params.cpuparams_batch.n_threads = n_threads
+    params.warmup = False
+    params.verbosity = 0
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0
+    params.api_keys = [secrets.token_hex(32)]
+    params.endpoint_metrics = False
+    params.endpoint_slots = False
+    params.ui = False
+    try:
+        return xllamacpp.Server(params)
+    except Exception as error:  # the C++ side reports every failure as RuntimeError
+        raise LLMError(f"llama.cpp could not load {path}: {error}") from error
+
+
+def loaded_server(resolved: ResolvedGGUF, n_ctx: int, n_threads: int) -> _Loaded:
+    """The running server for this file and settings, started once per process."""
+    key = (resolved.sha256, n_ctx, n_threads)
+    with _SERVERS_LOCK:
+        if key not in _SERVERS:
+            started = time.perf_counter()
+            verify_resolved(resolved)
+            server = _start_server(resolved.path, n_ctx, n_threads)
+            _SERVERS[key] = _Loaded(server, threading.Lock(), time.perf_counter() - started)
+        return _SERVERS[key]
+
+
+def unload_all() -> None:
+    """Stop every loaded model (the server's destructor joins its threads)."""
+    with _SERVERS_LOCK:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for loaded in servers:
+        with loaded.lock:
+            del loaded.server
+
+
+atexit.register(unload_all)
+
+
+def completion_prompt(messages: list[ChatMessage]) -> str:
+    """A plain-text prompt for a base model with no chat template.
+
+    Turns are written one after the other as a document; the prompt ends with ``Answer:``
+    so that the model's continuation is the answer.
+    """
+    lines = [message["content"].strip() for message in messages]
+    prompt = "\n\n".join(line for line in lines if line)
+    if messages[-1]["role"] != "assistant" and not prompt.rstrip().endswith("Answer:"):
+        prompt += "\nAnswer:"
+    return prompt
+
+
+class LocalGGUFBackend:
+    """A GGUF model (a registry name or any ``.gguf`` path) answering in-process.
+
+    Nothing is loaded until the first call; the loaded model is shared by every backend of
+    the same file and settings in the process. ``identity`` is the file's sha256 (the pin of a
+    registry model, so cached answers stay valid even before the model is installed).
+    """
+
+    def __init__(self, model: str | os.PathLike[str], *, n_ctx: int = 2048,
+                 n_threads: int = 2, name: str | None = None, vendor: str | None = None,
+                 chat_template: bool | None = None):
+        self._source = model
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self._resolved: ResolvedGGUF | None = None
+        self.last_timings: dict[str, Any] = {}
+        entry = GGUF_MODELS.get(os.fspath(model))
+        if entry is not None:
+            self.identity = entry.sha256
+            self.name = name or entry.name
+            self.vendor = vendor or entry.vendor
+            self.chat_template = entry.chat_template if chat_template is None else chat_template
+            return
+        resolved = self._resolve()
+        self.identity = resolved.sha256
+        self.name = name or resolved.name
+        metadata = read_gguf_metadata(resolved.path, ["tokenizer.chat_template",
+                                                      "general.architecture"])
+        self.vendor = vendor or f"unknown ({metadata.get('general.architecture', '?')})"
+        self.chat_template = (bool(metadata.get("tokenizer.chat_template"))
+                              if chat_template is None else chat_template)
+
+    def _resolve(self) -> ResolvedGGUF:
+        if self._resolved is None:
+            self._resolved = resolve_gguf(self._source)
+        return self._resolved
+
+    def __repr__(self) -> str:
+        return f"LocalGGUFBackend({self.name!r}, sha256={self.identity[:12]})"
+
+    def load(self) -> float:
+        """Load the model now (verifying its sha256); returns the seconds loading took."""
+        return loaded_server(self._resolve(), self.n_ctx, self.n_threads).seconds
+
+    def chat(self, messages: list[ChatMessage], params: GenerationParams) -> LLMResponse:
+        messages = validate_messages(messages)
+        loaded = loaded_server(self._resolve(), self.n_ctx, self.n_threads)
+        request: dict[str, Any] = {
+            "max_tokens": params.max_tokens, "temperature": params.temperature,
+            "seed": params.seed, "cache_prompt": False, "stream": False,
+        }
+        if self.chat_template:
+            request |= {"messages": messages, "stop": list(params.stop)}
+        else:
+            request |= {"prompt": completion_prompt(messages),
+                        "stop": list(dict.fromkeys(params.stop + BASE_MODEL_STOPS))}
+        started = time.perf_counter()
+        with loaded.lock:
+            if self.chat_template:
+                reply = loaded.server.handle_chat_completions(request)
+            else:
+                reply = loaded.server.handle_completions(request)
+        seconds = time.perf_counter() - started
+        return self._parse(reply, seconds)
+
+    def _parse(self, reply: Any, seconds: float) -> LLMResponse:
+        if not isinstance(reply, dict):
+            raise LLMError(f"{self.name}: llama.cpp returned {type(reply).__name__}, not a dict")
+        if "error" in reply:
+            error = reply["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise LLMError(f"{self.name}: llama.cpp refused the request: {message}")
+        try:
+            choice = reply["choices"][0]
+            text = choice["message"]["content"] if self.chat_template else choice["text"]
+        except (KeyError, IndexError, TypeError):
+            raise LLMError(f"{self.name}: llama.cpp reply has no completion: "
+                           f"{str(reply)[:300]}") from None
+        usage = reply.get("usage") or {}
+        self.last_timings = dict(reply.get("timings") or {})
+        return LLMResponse(text=text or "", model=self.name,
+                           prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                           completion_tokens=int(usage.get("completion_tokens", 0)),
+                           seconds=seconds, cached=False)
+

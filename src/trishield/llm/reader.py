@@ -1,0 +1,115 @@
+"""An LLM that answers a question from numbered passages (the RAG reading step).
+
+Prompts are short on purpose: on a CPU, reading the prompt dominates the cost of an answer,
+so the instruction is two sentences and the passages are numbered, not decorated. The reply
+is parsed into a short answer; "I don't know" (or an equivalent) becomes a refusal.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from trishield.llm.base import (
+    NO_ANSWER,
+    ChatBackend,
+    ChatMessage,
+    GenerationParams,
+    Passage,
+    ReaderAnswer,
+    passage_pairs,
+)
+from trishield.text import content_words
+
+INSTRUCTION = ("Answer the question using only the context. Reply with a short answer "
+               "(a few words). If the context does not contain the answer, reply exactly: "
+               "I don't know.")
+# One worked example for base models without a chat template: they continue a document, and
+# a single example shows them where the answer goes and how short it is.
+FEW_SHOT = ("Context:\n[1] The Amazon river flows through Brazil, Peru and Colombia.\n"
+            "Question: Which country does the Amazon flow through besides Peru and Colombia?\n"
+            "Answer: Brazil\n\n")
+PromptStyle = Literal["auto", "chat", "user-only", "few-shot"]
+PROMPT_STYLES: tuple[str, ...] = ("auto", "chat", "user-only", "few-shot")
+
+_PREFIX = re.compile(r"^\s*(?:\*\*)?(?:final\s+)?(?:answer\s*[:\-]|a\s*:)\s*(?:\*\*)?\s*",
+                     re.IGNORECASE)
+_REFUSAL = re.compile(
+    r"\b(i\s+(?:do\s+not|don['\u2019]?t)\s+know|cannot\s+(?:be\s+)?(?:answer|determine)|"
+    r"(?:context|passages?|text)\s+(?:does\s+not|doesn'?t)\s+(?:contain|mention|say|provide)|"
+    r"not\s+(?:mentioned|provided|stated|specified)\s+in\s+the\s+(?:context|passages?)|"
+    r"no\s+information)\b", re.IGNORECASE)
+
+
+def format_context(pairs: list[tuple[str, str]]) -> str:
+    """Passages as ``[n] text`` lines (whitespace collapsed: tokens cost seconds)."""
+    return "\n".join(f"[{n}] {' '.join(text.split())}" for n, (_, text) in enumerate(pairs, 1))
+
+
+def build_messages(question: str, pairs: list[tuple[str, str]],
+                   style: str) -> list[ChatMessage]:
+    body = f"Context:\n{format_context(pairs)}\nQuestion: {' '.join(question.split())}"
+    if style == "chat":
+        return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": body}]
+    if style == "user-only":
+        return [{"role": "user", "content": f"{INSTRUCTION}\n\n{body}"}]
+    if style == "few-shot":
+        return [{"role": "user", "content": f"{INSTRUCTION}\n\n{FEW_SHOT}{body}\nAnswer:"}]
+    raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(PROMPT_STYLES)}")
+
+
+def parse_reply(reply: str) -> tuple[str, bool]:
+    """(short answer, refused) from a model's reply: first non-empty line, no "Answer:"."""
+    lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
+    if not lines:
+        return NO_ANSWER, True
+    answer = _PREFIX.sub("", lines[0]).strip().strip("*\"'` ").rstrip(".").strip()
+    if not answer or _REFUSAL.search(answer):
+        return NO_ANSWER, True
+    return answer, False
+
+
+def cite(answer: str, pairs: list[tuple[str, str]]) -> list[str]:
+    """The passages an answer rests on: those that contain it, else those sharing most words."""
+    needle = " ".join(answer.lower().split())
+    containing = [pid for pid, text in pairs if needle and needle in " ".join(text.lower().split())]
+    if containing:
+        return containing
+    answer_words = set(content_words(answer))
+    overlaps = [(len(answer_words & set(content_words(text))), pid) for pid, text in pairs]
+    best = max((count for count, _ in overlaps), default=0)
+    return [pid for count, pid in overlaps if best and count == best]
+
+
+class LLMReader:
+    """Answers from passages with one chat backend (the unit a Ring 3 panel member uses)."""
+
+    def __init__(self, backend: ChatBackend, prompt_style: PromptStyle = "auto", *,
+                 max_tokens: int = 48, seed: int = 0):
+        if prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"unknown prompt style {prompt_style!r}; known: "
+                             f"{', '.join(PROMPT_STYLES)}")
+        self.backend = backend
+        self.name = backend.name
+        self.vendor = backend.vendor
+        if prompt_style == "auto":
+            # base models (no chat template) need the worked example; chat models do not
+            has_template = getattr(backend, "chat_template", True)
+            prompt_style = "chat" if has_template else "few-shot"
+        self.prompt_style = prompt_style
+        self.params = GenerationParams(temperature=0.0, max_tokens=max_tokens, seed=seed)
+
+    def __repr__(self) -> str:
+        return f"LLMReader({self.backend!r}, {self.prompt_style!r})"
+
+    def answer(self, question: str, passages: list[Passage]) -> ReaderAnswer:
+        pairs = passage_pairs(passages)
+        messages = build_messages(question, pairs, self.prompt_style)
+        response = self.backend.chat(messages, self.params)
+        text, refused = parse_reply(response.text)
+        return ReaderAnswer(text=text, citations=[] if refused else cite(text, pairs),
+                            refused=refused, raw=response.text,
+                            prompt_tokens=response.prompt_tokens,
+                            completion_tokens=response.completion_tokens,
+                            seconds=response.seconds, cached=response.cached,
+                            model=response.model)

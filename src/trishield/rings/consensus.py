@@ -1,0 +1,200 @@
+"""Ring 3, Cross-LLM Consensus: a panel of different models must agree on the answer.
+
+Answers are normalised and grouped (``trishield.answers.same_answer``); agreement is the
+largest group's size over the panel size. Below ``tau`` the least-trusted third of the context
+is dropped and the panel asked once more; if it still disagrees, TriShield refuses with the
+reason. An agreed answer that no context passage supports, or that only one low-trust source
+supports, is refused as insufficient evidence rather than guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from trishield.answers import answer_tokens, is_refusal, normalize_answer, same_answer
+
+GATE_MODES = ("always", "gated", "never")
+
+
+@dataclass(frozen=True)
+class ContextPassage:
+    """What Ring 3 knows of a context passage: identity, provenance, trust and text."""
+
+    id: str
+    doc_id: str
+    tier: str
+    trust: float
+    text: str
+
+
+class Reader(Protocol):
+    """A panel member: an LLM reader or the extractive reader."""
+
+    name: str
+    vendor: str
+
+    def answer(self, question: str, passages: Sequence[tuple[str, str]]): ...
+
+
+@dataclass(frozen=True)
+class ConsensusConfig:
+    tau: float = 2 / 3
+    """Agreement threshold: the largest answer group over the panel size."""
+    retry: bool = True
+    drop_fraction: float = 1 / 3
+    gate: str = "gated"
+    """always: every query goes to the panel; never: one model; gated: panel when uncertain."""
+    trust_margin: float = 0.1
+    """Gate: a trust gap this thin between the last context passage and the next is uncertain."""
+    require_support: bool = True
+    low_trust_tiers: tuple[str, ...] = ("untrusted",)
+
+
+@dataclass
+class Vote:
+    member: str
+    vendor: str
+    answer: str
+    refused: bool
+    citations: list[str]
+    cached: bool
+    seconds: float
+    prompt_tokens: int
+    completion_tokens: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {"member": self.member, "vendor": self.vendor, "answer": self.answer,
+                "normalised": normalize_answer(self.answer), "refused": self.refused,
+                "citations": self.citations, "cached": self.cached,
+                "seconds": round(self.seconds, 3), "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens}
+
+
+@dataclass
+class Round:
+    passages: list[str]
+    votes: list[Vote]
+    groups: list[dict[str, object]]
+    agreement: float
+    winner: str | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"context": self.passages, "votes": [v.as_dict() for v in self.votes],
+                "groups": self.groups, "agreement": round(self.agreement, 4),
+                "winner": self.winner}
+
+
+@dataclass
+class ConsensusResult:
+    answer: str | None
+    refused: bool
+    reason: str
+    rounds: list[Round] = field(default_factory=list)
+    support: list[str] = field(default_factory=list)
+
+    @property
+    def llm_calls(self) -> int:
+        return sum(1 for r in self.rounds for v in r.votes if not v.cached)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"answer": self.answer, "refused": self.refused, "reason": self.reason,
+                "rounds": [r.as_dict() for r in self.rounds], "support": self.support,
+                "retried": len(self.rounds) > 1}
+
+
+def group_answers(votes: Sequence[Vote]) -> list[list[Vote]]:
+    """Greedy grouping in panel order; a vote joins the first group it agrees with."""
+    groups: list[list[Vote]] = []
+    for vote in votes:
+        if vote.refused:
+            continue
+        for group in groups:
+            if same_answer(group[0].answer, vote.answer):
+                group.append(vote)
+                break
+        else:
+            groups.append([vote])
+    return sorted(groups, key=lambda g: -len(g))  # stable: panel order breaks ties
+
+
+def supporting_passages(answer: str, passages: Sequence[ContextPassage]) -> list[ContextPassage]:
+    """Passages that contain every token of the normalised answer."""
+    tokens = set(answer_tokens(answer))
+    return [p for p in passages if tokens and tokens <= set(answer_tokens(p.text))]
+
+
+def drop_least_trusted(passages: Sequence[ContextPassage],
+                       fraction: float) -> list[ContextPassage]:
+    """Remove the lowest-trust ``ceil(fraction * n)`` passages (never all of them)."""
+    drop = min(len(passages) - 1, math.ceil(fraction * len(passages)))
+    keep = sorted(passages, key=lambda p: -p.trust)[:len(passages) - drop]
+    kept_ids = {p.id for p in keep}
+    return [p for p in passages if p.id in kept_ids]
+
+
+class Consensus:
+    def __init__(self, panel: Sequence[Reader], config: ConsensusConfig | None = None):
+        if not panel:
+            raise ValueError("the panel needs at least one member")
+        self.panel = list(panel)
+        self.config = config or ConsensusConfig()
+
+    def _round(self, question: str, passages: Sequence[ContextPassage],
+               members: Sequence[Reader]) -> Round:
+        pairs = [(p.id, p.text) for p in passages]
+        votes = []
+        for member in members:
+            reply = member.answer(question, pairs)
+            votes.append(Vote(member.name, member.vendor, reply.text,
+                              bool(reply.refused) or is_refusal(reply.text),
+                              list(reply.citations), bool(reply.cached), reply.seconds,
+                              reply.prompt_tokens, reply.completion_tokens))
+        groups = group_answers(votes)
+        largest = groups[0] if groups else []
+        agreement = len(largest) / len(members)
+        winner = largest[0].answer if agreement >= self.config.tau and largest else None
+        described = [{"answer": g[0].answer, "members": [v.member for v in g],
+                      "size": len(g)} for g in groups]
+        return Round([p.id for p in passages], votes, described, agreement, winner)
+
+    def decide(self, question: str, passages: Sequence[ContextPassage], *,
+               use_panel: bool = True) -> ConsensusResult:
+        """Vote (once, or twice with the bottom third dropped), then check the evidence."""
+        if not passages:
+            return ConsensusResult(None, True, "insufficient evidence: no passage survived the "
+                                   "defense to answer from")
+        members = self.panel if use_panel else self.panel[:1]
+        rounds = [self._round(question, passages, members)]
+        current = list(passages)
+        if rounds[-1].winner is None and self.config.retry and use_panel and len(passages) > 1:
+            current = drop_least_trusted(passages, self.config.drop_fraction)
+            rounds.append(self._round(question, current, members))
+        final = rounds[-1]
+        if final.winner is None:
+            if all(v.refused for v in final.votes):
+                reason = "the context does not contain the answer (every panel member declined)"
+            else:
+                reason = (f"no agreement: agreement {final.agreement:.2f} < tau "
+                          f"{self.config.tau:.2f}"
+                          + (" after dropping the least-trusted third" if len(rounds) > 1
+                             else ""))
+            return ConsensusResult(None, True, reason, rounds)
+        return self._check_evidence(final.winner, current, rounds)
+
+    def _check_evidence(self, answer: str, passages: Sequence[ContextPassage],
+                        rounds: list[Round]) -> ConsensusResult:
+        support = supporting_passages(answer, passages)
+        support_ids = [p.id for p in support]
+        if self.config.require_support and not support:
+            return ConsensusResult(None, True, f"insufficient evidence: no context passage "
+                                   f"supports the answer {answer!r}", rounds)
+        documents = {p.doc_id for p in support}
+        if (self.config.require_support and len(documents) == 1
+                and all(p.tier in self.config.low_trust_tiers for p in support)):
+            return ConsensusResult(None, True, f"insufficient evidence: the answer {answer!r} "
+                                   f"rests on a single low-trust source ({support[0].doc_id})",
+                                   rounds, support_ids)
+        return ConsensusResult(answer, False, "agreed", rounds, support_ids)
