@@ -36,6 +36,8 @@ kb_option = click.option("--kb", "kb_dir", required=True,
                          help="Knowledge base directory.")
 json_option = click.option("--json", "json_output", is_flag=True,
                            help="Print machine-readable JSON.")
+config_option = click.option("--config", "config_file", type=click.Path(path_type=Path),
+                             help="Defense configuration file (TOML); see `trishield config`.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -63,13 +65,21 @@ def cli(data_dir: Path | None) -> None:
 @click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
 @click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw"]),
               help="Dense index of a new KB (flat by default).")
+@click.option("--guard/--no-guard", default=True, show_default=True,
+              help="Screen each document with Ring 1 and quarantine what it blocks.")
+@config_option
 @json_option
 def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writer: str,
            embedding_model: str | None, chunk_words: int | None, chunk_overlap: int | None,
-           dense_index: str | None, json_output: bool) -> None:
+           dense_index: str | None, guard: bool, config_file: Path | None,
+           json_output: bool) -> None:
     """Ingest PATH (JSONL, SQuAD JSON, .txt/.md, or a folder) or a --dataset into --kb."""
     from trishield.kb import ChunkingConfig, KnowledgeBase, load_path
     from trishield.kb.datasets import load_named
+    from trishield.rings.ingest_guard import IngestGuard
+    from trishield.settings import load_settings
+
+    screen = IngestGuard(load_settings(config_file).pipeline.guard) if guard else None
 
     if (path is None) == (dataset is None):
         raise click.UsageError("give exactly one of PATH or --dataset")
@@ -85,7 +95,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
                             chunking=chunking, dense_index=dense_index) as kb:
         report = kb.ingest(documents, tier=tier, writer=writer, source=source,
-                           progress=_progress_wanted(json_output))
+                           progress=_progress_wanted(json_output), guard=screen)
         stats = kb.stats()
     payload = report.as_dict() | {"skipped_files": skipped, "kb": stats}
     if json_output:
@@ -95,8 +105,11 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
                   f"chunk(s) into {kb_dir} as {writer} ({tier}); "
                   f"{len(report.duplicates)} already present; {report.seconds:.1f}s "
                   f"(embedding {report.embed_seconds:.1f}s)")
+    for held in report.quarantined:
+        console.print(f"[red]quarantined by Ring 1:[/] {escape(held['id'])} (C={held['c']}): "
+                      f"{escape('; '.join(held['reasons']))}")
     for name in skipped:
-        console.print(f"[yellow]not ingested (not .txt/.md):[/] {name}")
+        console.print(f"[yellow]not ingested (not .txt/.md):[/] {escape(name)}")
     console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
                   f"(generation {stats['generation']}, {stats['embedding_model']}).")
 
@@ -132,6 +145,107 @@ def _results_table(query: str, backend: str, candidates) -> Table:
     if not candidates:
         table.add_row("-", "-", "(no results)", "-", "-")
     return table
+
+
+@cli.command()
+@click.argument("question")
+@kb_option
+@click.option("--defense", type=click.Choice(["none", "ring1", "ring12", "full"]),
+              default="full", show_default=True, help="How much of TriShield runs.")
+@click.option("--backend", type=click.Choice(["dense", "bm25", "hybrid"]),
+              help="Retrieval backend (default: the config file's, else dense).")
+@click.option("--panel", "panel_option", help="Comma-separated panel members, e.g. "
+              "qwen2.5-0.5b,gemma3-270m,extractive (default: the config file's).")
+@click.option("--gate", type=click.Choice(["always", "gated", "never"]),
+              help="When Ring 3 convenes the whole panel.")
+@click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
+@config_option
+@json_option
+def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
+        panel_option: str | None, gate: str | None, no_cache: bool, config_file: Path | None,
+        json_output: bool) -> None:
+    """Answer QUESTION from --kb through the rings, with the trace of every decision."""
+    from dataclasses import replace
+
+    from trishield.kb import KnowledgeBase
+    from trishield.llm.panel import build_panel, parse_panel_option
+    from trishield.pipeline import Pipeline
+    from trishield.settings import load_settings
+    from trishield.trace_view import render_answer
+
+    settings = load_settings(config_file)
+    config = settings.pipeline
+    if backend:
+        config = replace(config, backend=backend)
+    if gate:
+        config = replace(config, consensus=replace(config.consensus, gate=gate))
+    members = parse_panel_option(panel_option) if panel_option else list(settings.panel)
+    with KnowledgeBase.open(kb_dir) as kb:
+        panel = build_panel(members, use_cache=not no_cache)
+        answer = Pipeline(kb, panel, config).ask(question, defense=defense)
+    if json_output:
+        _print_json(answer.as_dict())
+        return
+    render_answer(console, answer)
+
+
+@cli.group()
+def quarantine() -> None:
+    """Review what Ring 1 blocked at ingest, and release what it got wrong."""
+
+
+@quarantine.command("list")
+@kb_option
+@click.option("--all", "include_released", is_flag=True, help="Include released documents.")
+@json_option
+def quarantine_list(kb_dir: Path, include_released: bool, json_output: bool) -> None:
+    """List quarantined documents with their Ring 1 score and reasons."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        rows = kb.store.quarantined(include_released=include_released)
+    if json_output:
+        _print_json([{k: v for k, v in row.items() if k != "text"} for row in rows])
+        return
+    table = Table(title=f"quarantine of {kb_dir}", title_justify="left")
+    for column in ("document", "writer", "tier", "C", "reasons", "released"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(escape(row["id"]), escape(row["writer"]), row["tier"],
+                      f"{row['verdict']['c']:.3f}", escape("; ".join(row["verdict"]["reasons"])),
+                      escape(row["released_by"] or "-"))
+    if not rows:
+        table.add_row("(empty)", "", "", "", "", "")
+    console.print(table)
+
+
+@quarantine.command("show")
+@click.argument("doc_id")
+@kb_option
+def quarantine_show(doc_id: str, kb_dir: Path) -> None:
+    """Show one quarantined document in full, with its Ring 1 verdict (JSON)."""
+    from trishield.errors import InputError
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        record = kb.store.quarantined_document(doc_id)
+    if record is None:
+        raise InputError(f"no document {doc_id!r} in quarantine")
+    _print_json(record)
+
+
+@quarantine.command("release")
+@click.argument("doc_id")
+@kb_option
+@click.option("--by", "released_by", required=True, help="Who takes the decision (audited).")
+def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
+    """Release a quarantined document into the KB (audited)."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        report = kb.release(doc_id, by=released_by)
+    console.print(f"released {escape(doc_id)} into {kb_dir} ({report.chunks_added} chunk(s)); "
+                  f"audited as {escape(released_by)}")
 
 
 @cli.command()

@@ -24,7 +24,7 @@ from trishield.answers import contains_answer, is_refusal
 from trishield.errors import InputError
 from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
-from trishield.rings.consensus import Consensus, ConsensusConfig, ContextPassage, Reader
+from trishield.rings.consensus import Consensus, ConsensusConfig, ContextPassage, Reader, is_llm
 from trishield.rings.ingest_guard import GuardConfig, GuardVerdict, IngestGuard, outlier_scores
 from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, ScorerResult
 
@@ -133,13 +133,13 @@ class Pipeline:
             trace["ring3"] = result.as_dict()
             answer, refused, reason = result.answer, result.refused, result.reason
             citations = sorted({p.doc_id for p in context if p.id in set(result.support)})
-            votes = [v for r in result.rounds for v in r.votes]
+            votes = [v.as_dict() for r in result.rounds for v in r.votes]
         else:
             answer, refused, reason, citations, votes = self._single(question, context, trace)
         timings["answer"] = time.perf_counter() - mark
         timings["total"] = time.perf_counter() - started
-        trace["llm_calls"] = sum(1 for v in votes if not v["cached"])
-        trace["llm_calls_cached"] = sum(1 for v in votes if v["cached"])
+        trace["llm_calls"] = sum(1 for v in votes if v["llm"] and not v["cached"])
+        trace["llm_calls_cached"] = sum(1 for v in votes if v["llm"] and v["cached"])
         trace["tokens"] = {"prompt": sum(v["prompt_tokens"] for v in votes),
                            "completion": sum(v["completion_tokens"] for v in votes)}
         trace["timings_s"] = {name: round(value, 4) for name, value in timings.items()}
@@ -193,7 +193,8 @@ class Pipeline:
             return None, True, "no passage to answer from", [], []
         member = self.panel[0]
         reply = member.answer(question, [(p.id, p.text) for p in context])
-        vote = {"member": member.name, "vendor": member.vendor, "answer": reply.text,
+        vote = {"member": member.name, "vendor": member.vendor, "llm": is_llm(member),
+                "answer": reply.text,
                 "refused": bool(reply.refused) or is_refusal(reply.text),
                 "citations": list(reply.citations), "cached": bool(reply.cached),
                 "seconds": round(reply.seconds, 3), "prompt_tokens": reply.prompt_tokens,

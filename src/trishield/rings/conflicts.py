@@ -13,8 +13,11 @@ from dataclasses import dataclass
 
 from trishield.text import STOPWORDS, content_words
 
-_NUMBER = re.compile(r"(?<![\w.])(\$|£|€)?(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(%)?\s*([A-Za-z]+)?")
+_NUMBER = re.compile(r"(?<![\w.])(\$|£|€)?(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(%)?"
+                     r"\s*((?:business|calendar|working|full|paid)\s+[A-Za-z]+|[A-Za-z]+)?")
 _FRAME_WORDS = 4
+_GENERIC_FRAME = frozenset({"within", "up", "least", "about", "around", "approximately", "over",
+                            "under", "less", "after", "before", "every", "per", "first", "last"})
 
 
 @dataclass(frozen=True)
@@ -45,12 +48,13 @@ def numeric_claims(text: str) -> list[NumericClaim]:
     claims = []
     for match in _NUMBER.finditer(text):
         currency, number, percent, following = match.groups()
-        unit = currency or percent or (following or "").lower()
-        if not unit or unit in STOPWORDS:
+        unit = currency or percent or " ".join((following or "").lower().split())
+        if not unit or unit in STOPWORDS or unit in _GENERIC_FRAME:
             continue
-        before = content_words(text[max(0, match.start() - 80):match.start()])[-_FRAME_WORDS:]
+        before = [word for word in content_words(text[max(0, match.start() - 80):match.start()])
+                  if word not in _GENERIC_FRAME and not word.isdigit()][-_FRAME_WORDS:]
         value = number.replace(",", "")
-        claims.append(NumericClaim(value, unit.rstrip("s") if unit.isalpha() else unit,
+        claims.append(NumericClaim(value, unit.rstrip("s") if unit[-1:].isalpha() else unit,
                                    frozenset(before), match.group().strip()))
     return claims
 

@@ -64,9 +64,11 @@ class Vote:
     seconds: float
     prompt_tokens: int
     completion_tokens: int
+    llm: bool = True
 
     def as_dict(self) -> dict[str, object]:
-        return {"member": self.member, "vendor": self.vendor, "answer": self.answer,
+        return {"member": self.member, "vendor": self.vendor, "llm": self.llm,
+                "answer": self.answer,
                 "normalised": normalize_answer(self.answer), "refused": self.refused,
                 "citations": self.citations, "cached": self.cached,
                 "seconds": round(self.seconds, 3), "prompt_tokens": self.prompt_tokens,
@@ -95,14 +97,15 @@ class ConsensusResult:
     rounds: list[Round] = field(default_factory=list)
     support: list[str] = field(default_factory=list)
 
-    @property
-    def llm_calls(self) -> int:
-        return sum(1 for r in self.rounds for v in r.votes if not v.cached)
-
     def as_dict(self) -> dict[str, object]:
         return {"answer": self.answer, "refused": self.refused, "reason": self.reason,
                 "rounds": [r.as_dict() for r in self.rounds], "support": self.support,
                 "retried": len(self.rounds) > 1}
+
+
+def is_llm(member: object) -> bool:
+    """LLM readers wrap a chat backend; the extractive reader has none and costs no LLM call."""
+    return getattr(member, "backend", None) is not None
 
 
 def group_answers(votes: Sequence[Vote]) -> list[list[Vote]]:
@@ -151,7 +154,7 @@ class Consensus:
             votes.append(Vote(member.name, member.vendor, reply.text,
                               bool(reply.refused) or is_refusal(reply.text),
                               list(reply.citations), bool(reply.cached), reply.seconds,
-                              reply.prompt_tokens, reply.completion_tokens))
+                              reply.prompt_tokens, reply.completion_tokens, is_llm(member)))
         groups = group_answers(votes)
         largest = groups[0] if groups else []
         agreement = len(largest) / len(members)
