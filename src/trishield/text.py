@@ -31,10 +31,11 @@ _STEMMER = Stemmer.Stemmer("english")
 
 
 @lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """Snowball English stem of one lower-cased word."""
     return _STEMMER.stemWord(word)
 
 
 def index_terms(text: str) -> list[str]:
     """Stemmed content words: what the lexical index matches on ("bicycles" finds "bicycle")."""
-    return [_stem(word) for word in content_words(text)]
+    return [stem(word) for word in content_words(text)]

@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 DEMO_WRITER = "northwind-policy-team"
+ATTACKER = "mallory"
 
 
 @dataclass(frozen=True)
@@ -25,3 +26,19 @@ def corpus_dir() -> Path:
 def questions() -> list[DemoQuestion]:
     raw = (resources.files("trishield.demo") / "questions.json").read_text(encoding="utf-8")
     return [DemoQuestion(**entry) for entry in json.loads(raw)]
+
+
+@dataclass(frozen=True)
+class DemoAttack:
+    """A targeted question, the attacker's answer, and the documents that plant it."""
+
+    id: str
+    question: str
+    target: str
+    correct: str
+    documents: list[dict[str, str]]
+
+
+def attacks() -> list[DemoAttack]:
+    raw = (resources.files("trishield.demo") / "attacks.json").read_text(encoding="utf-8")
+    return [DemoAttack(**entry) for entry in json.loads(raw)]

@@ -70,6 +70,8 @@ class ExtractiveReader:
         best: _Candidate | None = None
         for position, (passage_id, text) in enumerate(passage_pairs(passages)):
             for index, sentence in enumerate(sentences(text)):
+                if sentence.lstrip().startswith("#") or len(sentence.split()) < 4:
+                    continue  # a heading or a fragment restates the question, it answers nothing
                 overlap = len(question_terms & set(index_terms(sentence)))
                 if overlap == 0:
                     continue

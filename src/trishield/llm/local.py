@@ -37,7 +37,7 @@ from trishield.models.gguf import (
 )
 
 # Stops for base models in completion mode: they continue the document otherwise.
-BASE_MODEL_STOPS = ("\n\n", "\nQuestion:", "\nUser:", "\nContext:")
+BASE_MODEL_STOPS = ("\n\n", "\n[", "\nQuestion:", "\nUser:", "\nContext:")
 
 
 @dataclass
@@ -123,8 +123,8 @@ class LocalGGUFBackend:
     registry model, so cached answers stay valid even before the model is installed).
     """
 
-    def __init__(self, model: str | os.PathLike[str], *, n_ctx: int = 2048,
-                 n_threads: int = 2, name: str | None = None, vendor: str | None = None,
+    def __init__(self, model: str | os.PathLike[str], n_ctx: int = 2048, n_threads: int = 2,
+                 *, name: str | None = None, vendor: str | None = None,
                  chat_template: bool | None = None):
         self._source = model
         self.n_ctx = n_ctx

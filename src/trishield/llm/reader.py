@@ -58,12 +58,17 @@ def build_messages(question: str, pairs: list[tuple[str, str]],
     raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(PROMPT_STYLES)}")
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
 def parse_reply(reply: str) -> tuple[str, bool]:
-    """(short answer, refused) from a model's reply: first non-empty line, no "Answer:"."""
+    """(short answer, refused) from a model's reply: the first sentence of the first non-empty
+    line, without an "Answer:" prefix (base models keep writing after the answer)."""
     lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
     if not lines:
         return NO_ANSWER, True
-    answer = _PREFIX.sub("", lines[0]).strip().strip("*\"'` ").rstrip(".").strip()
+    first_sentence = _SENTENCE_BREAK.split(lines[0], maxsplit=1)[0]
+    answer = _PREFIX.sub("", first_sentence).strip().strip("*\"'` ").rstrip(".").strip()
     if not answer or _REFUSAL.search(answer):
         return NO_ANSWER, True
     return answer, False
@@ -97,7 +102,11 @@ class LLMReader:
             has_template = getattr(backend, "chat_template", True)
             prompt_style = "chat" if has_template else "few-shot"
         self.prompt_style = prompt_style
-        self.params = GenerationParams(temperature=0.0, max_tokens=max_tokens, seed=seed)
+        # a base model's answer is the rest of the "Answer:" line; stopping at the newline
+        # saves generating the next (invented) example
+        stop = ("\n",) if prompt_style == "few-shot" else ()
+        self.params = GenerationParams(temperature=0.0, max_tokens=max_tokens, seed=seed,
+                                       stop=stop)
 
     def __repr__(self) -> str:
         return f"LLMReader({self.backend!r}, {self.prompt_style!r})"

@@ -27,6 +27,7 @@ from trishield.llm.base import (
 
 ANTHROPIC_VERSION = "2023-06-01"
 MAX_RETRY_AFTER = 60.0  # seconds; a server asking for longer is treated as down
+_sleep = time.sleep  # the one place a retry waits (tests replace it to record the delays)
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -111,7 +112,7 @@ class _HTTPChatBackend:
                 if response.status_code != 429 and response.status_code < 500:
                     raise LLMError(f"{self.name}: POST {url} failed with {failure}")
             if attempt < self.max_retries:
-                time.sleep(self._delay(attempt, response))
+                _sleep(self._delay(attempt, response))
         raise LLMError(f"{self.name}: POST {url} failed after {self.max_retries + 1} "
                        f"attempt(s); last error: {failure}")
 
@@ -129,8 +130,8 @@ class _HTTPChatBackend:
 class OpenAICompatibleBackend(_HTTPChatBackend):
     """``POST {base_url}/chat/completions`` as OpenAI defines it (Bearer auth if a key)."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
-                 timeout: float = 30.0, max_retries: int = 3, backoff: float = 0.5,
+    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+                 timeout: float = 30.0, max_retries: int = 3, backoff: float = 0.5, *,
                  name: str | None = None, vendor: str | None = None):
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         super().__init__(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from trishield.answers import answer_tokens, is_refusal, normalize_answer, same_answer
+from trishield.answers import answer_core, is_refusal, normalize_answer, same_answer
 
 GATE_MODES = ("always", "gated", "never")
 
@@ -108,14 +108,14 @@ def is_llm(member: object) -> bool:
     return getattr(member, "backend", None) is not None
 
 
-def group_answers(votes: Sequence[Vote]) -> list[list[Vote]]:
+def group_answers(votes: Sequence[Vote], question: str = "") -> list[list[Vote]]:
     """Greedy grouping in panel order; a vote joins the first group it agrees with."""
     groups: list[list[Vote]] = []
     for vote in votes:
         if vote.refused:
             continue
         for group in groups:
-            if same_answer(group[0].answer, vote.answer):
+            if same_answer(group[0].answer, vote.answer, question):
                 group.append(vote)
                 break
         else:
@@ -123,10 +123,11 @@ def group_answers(votes: Sequence[Vote]) -> list[list[Vote]]:
     return sorted(groups, key=lambda g: -len(g))  # stable: panel order breaks ties
 
 
-def supporting_passages(answer: str, passages: Sequence[ContextPassage]) -> list[ContextPassage]:
-    """Passages that contain every token of the normalised answer."""
-    tokens = set(answer_tokens(answer))
-    return [p for p in passages if tokens and tokens <= set(answer_tokens(p.text))]
+def supporting_passages(answer: str, passages: Sequence[ContextPassage],
+                        question: str = "") -> list[ContextPassage]:
+    """Passages that contain every term of the answer's core (see ``answer_core``)."""
+    core = set(answer_core(answer, question))
+    return [p for p in passages if core and core <= set(answer_core(p.text))]
 
 
 def drop_least_trusted(passages: Sequence[ContextPassage],
@@ -155,10 +156,12 @@ class Consensus:
                               bool(reply.refused) or is_refusal(reply.text),
                               list(reply.citations), bool(reply.cached), reply.seconds,
                               reply.prompt_tokens, reply.completion_tokens, is_llm(member)))
-        groups = group_answers(votes)
+        groups = group_answers(votes, question)
         largest = groups[0] if groups else []
         agreement = len(largest) / len(members)
-        winner = largest[0].answer if agreement >= self.config.tau and largest else None
+        # the group's shortest answer is its crispest statement (ties: panel order)
+        winner = (min(largest, key=lambda v: len(v.answer)).answer
+                  if agreement >= self.config.tau and largest else None)
         described = [{"answer": g[0].answer, "members": [v.member for v in g],
                       "size": len(g)} for g in groups]
         return Round([p.id for p in passages], votes, described, agreement, winner)
@@ -185,11 +188,11 @@ class Consensus:
                           + (" after dropping the least-trusted third" if len(rounds) > 1
                              else ""))
             return ConsensusResult(None, True, reason, rounds)
-        return self._check_evidence(final.winner, current, rounds)
+        return self._check_evidence(question, final.winner, current, rounds)
 
-    def _check_evidence(self, answer: str, passages: Sequence[ContextPassage],
+    def _check_evidence(self, question: str, answer: str, passages: Sequence[ContextPassage],
                         rounds: list[Round]) -> ConsensusResult:
-        support = supporting_passages(answer, passages)
+        support = supporting_passages(answer, passages, question)
         support_ids = [p.id for p in support]
         if self.config.require_support and not support:
             return ConsensusResult(None, True, f"insufficient evidence: no context passage "
