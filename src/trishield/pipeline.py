@@ -24,7 +24,14 @@ from trishield.answers import contains_answer, is_refusal
 from trishield.errors import InputError
 from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
-from trishield.rings.consensus import Consensus, ConsensusConfig, ContextPassage, Reader, is_llm
+from trishield.rings.consensus import (
+    Consensus,
+    ConsensusConfig,
+    ContextPassage,
+    Reader,
+    is_llm,
+    presented_to,
+)
 from trishield.rings.ingest_guard import GuardConfig, GuardVerdict, IngestGuard, outlier_scores
 from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, ScorerResult
 
@@ -192,7 +199,10 @@ class Pipeline:
             trace["reader"] = None
             return None, True, "no passage to answer from", [], []
         member = self.panel[0]
-        reply = member.answer(question, [(p.id, p.text) for p in context])
+        # the undefended baseline reads in retrieval order, as a normal RAG pipeline does
+        pairs = ([(p.id, p.text) for p in context] if trace["defense"] == "none"
+                 else presented_to(member, context))
+        reply = member.answer(question, pairs)
         vote = {"member": member.name, "vendor": member.vendor, "llm": is_llm(member),
                 "answer": reply.text,
                 "refused": bool(reply.refused) or is_refusal(reply.text),

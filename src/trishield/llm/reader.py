@@ -67,7 +67,10 @@ def parse_reply(reply: str) -> tuple[str, bool]:
     lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
     if not lines:
         return NO_ANSWER, True
-    first_sentence = _SENTENCE_BREAK.split(lines[0], maxsplit=1)[0]
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:  # "You can mail it to:\nNorthwind Returns, ..."
+        first = lines[1]
+    first_sentence = _SENTENCE_BREAK.split(first, maxsplit=1)[0]
     answer = _PREFIX.sub("", first_sentence).strip().strip("*\"'` ").rstrip(".").strip()
     if not answer or _REFUSAL.search(answer):
         return NO_ANSWER, True

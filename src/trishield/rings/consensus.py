@@ -108,6 +108,17 @@ def is_llm(member: object) -> bool:
     return getattr(member, "backend", None) is not None
 
 
+def presented_to(member: object, passages: Sequence[ContextPassage]) -> list[tuple[str, str]]:
+    """The context as ``(id, text)`` pairs in the order this member should read it.
+
+    Passages arrive most-trusted first. Small LLMs weigh what they read last (next to the
+    question) most, so an LLM gets them most-trusted *last*; the extractive reader, which
+    breaks ties towards earlier passages, keeps the trust order.
+    """
+    ordered = list(reversed(passages)) if is_llm(member) else list(passages)
+    return [(p.id, p.text) for p in ordered]
+
+
 def group_answers(votes: Sequence[Vote], question: str = "") -> list[list[Vote]]:
     """Greedy grouping in panel order; a vote joins the first group it agrees with."""
     groups: list[list[Vote]] = []
@@ -148,10 +159,9 @@ class Consensus:
 
     def _round(self, question: str, passages: Sequence[ContextPassage],
                members: Sequence[Reader]) -> Round:
-        pairs = [(p.id, p.text) for p in passages]
         votes = []
         for member in members:
-            reply = member.answer(question, pairs)
+            reply = member.answer(question, presented_to(member, passages))
             votes.append(Vote(member.name, member.vendor, reply.text,
                               bool(reply.refused) or is_refusal(reply.text),
                               list(reply.citations), bool(reply.cached), reply.seconds,
