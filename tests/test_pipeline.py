@@ -102,3 +102,43 @@ def test_ask_cli_prints_the_documented_json(demo_kb_dir: Path) -> None:
          "--panel", "nonexistent-model"], capture_output=True, text=True, timeout=300,
         check=False)
     assert bad.returncode == 2 and "unknown panel member" in bad.stderr
+
+
+@pytest.mark.parametrize(("gate", "expect_panel"), [("always", True), ("never", False)])
+def test_gate_modes(poisoned_kb: KnowledgeBase, gate: str, expect_panel: bool) -> None:
+    from dataclasses import replace
+
+    from trishield.pipeline import PipelineConfig
+    from trishield.rings.consensus import ConsensusConfig
+
+    config = PipelineConfig(consensus=replace(ConsensusConfig(), gate=gate))
+    panel = [ExtractiveReader(), ExtractiveReader()]
+    answer = Pipeline(poisoned_kb, panel, config).ask("What discount do students get?",
+                                                      defense="full")
+    assert answer.trace["gate"]["use_panel"] is expect_panel
+    assert len(answer.trace["ring3"]["rounds"][0]["votes"]) == (2 if expect_panel else 1)
+
+
+def test_gated_mode_opens_on_uncertainty_and_stays_shut_when_confident(
+        demo_kb_dir: Path, poisoned_kb: KnowledgeBase) -> None:
+    opened = Pipeline(poisoned_kb, [ExtractiveReader()]).ask(REFUND.question, defense="full")
+    assert opened.trace["gate"]["use_panel"]
+    reasons = " ".join(opened.trace["gate"]["reasons"])
+    assert "low-trust" in reasons or "Ring 1" in reasons or "conflict" in reasons
+    from dataclasses import replace
+
+    from trishield.pipeline import PipelineConfig
+    from trishield.rings.consensus import ConsensusConfig
+    from trishield.rings.ingest_guard import GuardConfig
+
+    # flagging and conflict detection off, no margin rule, only trusted sources: confident
+    from trishield.rings.retrieval_scorer import ScorerConfig
+
+    calm = PipelineConfig(guard=replace(GuardConfig(), flag_theta=1.0),
+                          scorer=replace(ScorerConfig(), detect_conflicts=False),
+                          consensus=replace(ConsensusConfig(), trust_margin=0.0))
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        answer = Pipeline(kb, [ExtractiveReader()], calm).ask(
+            "What are the customer support opening hours?", defense="full")
+    assert answer.trace["gate"] == {"mode": "gated", "use_panel": False,
+                                    "reasons": ["Rings 1-2 confident: one model answers"]}
