@@ -13,7 +13,7 @@ from trishield.demo import ATTACKER, attacks
 from trishield.errors import InputError
 from trishield.kb import Document, KnowledgeBase
 from trishield.llm import ExtractiveReader
-from trishield.pipeline import DEFENSES, Pipeline
+from trishield.pipeline import DEFENSES, RINGS_OF, Pipeline
 
 REFUND = next(a for a in attacks() if a.id == "refund-window")
 
@@ -33,11 +33,13 @@ def test_every_defense_returns_a_complete_trace(poisoned_kb: KnowledgeBase,
     answer = Pipeline(poisoned_kb, [ExtractiveReader()]).ask(REFUND.question, defense=defense)
     trace = answer.trace
     assert trace["defense"] == defense and trace["question"] == REFUND.question
-    assert len(trace["candidates"]) == (5 if defense == "none" else 20)
+    rings = RINGS_OF[defense]
+    assert trace["rings"] == sorted(rings)
+    assert len(trace["candidates"]) == (20 if rings - {3} else 5)
     assert len(trace["context"]) <= 5
-    assert ("ring1" in trace) == (defense != "none")
-    assert ("ring2" in trace) == (defense in ("ring12", "full"))
-    assert ("ring3" in trace) == (defense == "full") == ("gate" in trace)
+    assert ("ring1" in trace) == (1 in rings)
+    assert ("ring2" in trace) == (2 in rings)
+    assert ("ring3" in trace) == (3 in rings) == ("gate" in trace) == ("reader" not in trace)
     assert trace["llm_calls"] == 0  # the extractive reader is not an LLM
     assert set(trace["timings_s"]) >= {"retrieval", "answer", "total"}
     json.dumps(answer.as_dict())  # the trace is plain JSON
@@ -142,3 +144,20 @@ def test_gated_mode_opens_on_uncertainty_and_stays_shut_when_confident(
             "What are the customer support opening hours?", defense="full")
     assert answer.trace["gate"] == {"mode": "gated", "use_panel": False,
                                     "reasons": ["Rings 1-2 confident: one model answers"]}
+
+
+def test_relevance_floor_refuses_when_nothing_relevant_was_found(demo_kb_dir: Path) -> None:
+    from dataclasses import replace
+
+    from trishield.pipeline import PipelineConfig
+    from trishield.rings.retrieval_scorer import ScorerConfig
+
+    config = PipelineConfig(scorer=replace(ScorerConfig(), min_relevance={"dense": 0.45}))
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        pipeline = Pipeline(kb, [ExtractiveReader()], config)
+        off_topic = pipeline.ask("Who wrote the play Hamlet?", defense="full")
+        on_topic = pipeline.ask("How much does shipping to Canada cost?", defense="full")
+    floor = off_topic.trace["ring2"]["relevance_floor"]
+    assert off_topic.refused and "no relevant passage" in off_topic.reason
+    assert floor["best_score"] < 0.45 and not floor["passed"] and off_topic.trace["context"] == []
+    assert not on_topic.refused and on_topic.trace["ring2"]["relevance_floor"]["passed"]

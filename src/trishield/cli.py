@@ -150,7 +150,7 @@ def _results_table(query: str, backend: str, candidates) -> Table:
 @cli.command()
 @click.argument("question")
 @kb_option
-@click.option("--defense", type=click.Choice(["none", "ring1", "ring12", "full"]),
+@click.option("--defense", type=click.Choice(["none", "ring1", "ring2", "ring3", "ring12", "full"]),
               default="full", show_default=True, help="How much of TriShield runs.")
 @click.option("--backend", type=click.Choice(["dense", "bm25", "hybrid"]),
               help="Retrieval backend (default: the config file's, else dense).")

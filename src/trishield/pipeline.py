@@ -1,12 +1,14 @@
 """The orchestrator: retrieval, the three rings, the answer, and the trace of every decision.
 
-``--defense`` selects how much of TriShield runs, for ablations and for the undefended baseline:
+``--defense`` selects which rings run, for ablations and for the undefended baseline:
 
 * ``none``   retrieve top-k, send it straight to one reader (the normal RAG pipeline);
 * ``ring1``  a larger candidate pool, Ring 1's query-aware check drops what it blocks, top-k by
              retrieval rank, one reader;
-* ``ring12`` as ring1, then Ring 2 re-ranks by trust, top-k by trust, one reader;
-* ``full``   as ring12, then the gate and Ring 3's panel vote with its evidence checks.
+* ``ring2``  the pool re-ranked by Ring 2's trust, top-k by trust, one reader;
+* ``ring3``  top-k by retrieval rank to Ring 3 (gate, panel vote, evidence checks);
+* ``ring12`` Rings 1 and 2, one reader;
+* ``full``   all three rings.
 
 The trace is plain JSON (``Answer.as_dict()``): everything needed to explain the outcome.
 """
@@ -35,7 +37,10 @@ from trishield.rings.consensus import (
 from trishield.rings.ingest_guard import GuardConfig, GuardVerdict, IngestGuard, outlier_scores
 from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, ScorerResult
 
-DEFENSES = ("none", "ring1", "ring12", "full")
+RINGS_OF: dict[str, frozenset[int]] = {
+    "none": frozenset(), "ring1": frozenset({1}), "ring2": frozenset({2}),
+    "ring3": frozenset({3}), "ring12": frozenset({1, 2}), "full": frozenset({1, 2, 3})}
+DEFENSES = tuple(RINGS_OF)
 TRACE_VERSION = 1
 
 
@@ -82,20 +87,22 @@ class Pipeline:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         k, pool = self.config.scorer.context, self.config.scorer.pool
+        rings = RINGS_OF[defense]
+        read = pool if rings - {3} else k  # Rings 1-2 need a pool larger than the context
         trace: dict[str, Any] = {
             "version": TRACE_VERSION, "question": question, "defense": defense,
             "backend": self.config.backend, "k": k,
-            "pool": k if defense == "none" else pool,
+            "rings": sorted(rings), "pool": read,
             "panel": [{"name": m.name, "vendor": m.vendor} for m in self.panel],
         }
         candidates = self.kb.search(question, backend=self.config.backend,
-                                    k=k if defense == "none" else pool)
+                                    k=read)
         timings["retrieval"] = time.perf_counter() - started
         trace["candidates"] = [_candidate_row(c) for c in candidates]
 
         verdicts: dict[str, GuardVerdict] = {}
         survivors = list(candidates)
-        if defense != "none":
+        if 1 in rings:
             mark = time.perf_counter()
             verdicts = self._ring1(question, candidates)
             survivors = [c for c in candidates if not verdicts[c.chunk_id].blocked]
@@ -112,7 +119,7 @@ class Pipeline:
             }
 
         scored: ScorerResult | None = None
-        if defense in ("ring12", "full"):
+        if 2 in rings:
             mark = time.perf_counter()
             scored = self.scorer.score(survivors, context=k)
             timings["ring2"] = time.perf_counter() - mark
@@ -125,6 +132,20 @@ class Pipeline:
                 "conflicts": [c.as_dict() for c in scored.conflicts],
                 "dropped": [p.candidate.chunk_id for p in scored.ranked if not p.in_context],
             }
+            floor = self.config.scorer.min_relevance.get(self.config.backend)
+            if floor is not None:
+                best = max((c.score for c in survivors), default=None)
+                relevant = best is not None and best >= floor
+                trace["ring2"]["relevance_floor"] = {
+                    "backend": self.config.backend, "floor": floor,
+                    "best_score": None if best is None else round(best, 6),
+                    "passed": relevant}
+                if not relevant:
+                    trace["context"] = []
+                    shown = "nothing" if best is None else f"{best:.4f}"
+                    return self._finish(trace, timings, started, None, True,
+                                        f"no relevant passage: best {self.config.backend} score "
+                                        f"{shown} < calibrated floor {floor:.4f}", [], [])
         else:
             context = [ContextPassage(c.chunk_id, c.doc_id, c.chunk.tier, 1.0, c.chunk.text)
                        for c in survivors[:k]]
@@ -132,7 +153,7 @@ class Pipeline:
                              "trust": round(p.trust, 4), "text": p.text} for p in context]
 
         mark = time.perf_counter()
-        if defense == "full":
+        if 3 in rings:
             use_panel, reasons = self._gate(verdicts, scored, context)
             trace["gate"] = {"mode": self.config.consensus.gate, "use_panel": use_panel,
                              "reasons": reasons}
@@ -144,6 +165,12 @@ class Pipeline:
         else:
             answer, refused, reason, citations, votes = self._single(question, context, trace)
         timings["answer"] = time.perf_counter() - mark
+        return self._finish(trace, timings, started, answer, refused, reason, citations, votes)
+
+    @staticmethod
+    def _finish(trace: dict[str, Any], timings: dict[str, float], started: float,
+                answer: str | None, refused: bool, reason: str, citations: list[str],
+                votes: list[dict]) -> Answer:
         timings["total"] = time.perf_counter() - started
         trace["llm_calls"] = sum(1 for v in votes if v["llm"] and not v["cached"])
         trace["llm_calls_cached"] = sum(1 for v in votes if v["llm"] and v["cached"])

@@ -79,6 +79,12 @@ def _apply(section: str, values: dict[str, Any], target: Any, renames: dict[str,
                 raise _fail(section, f"{key} must be between 0 and 1, got {value}")
             if name in ("pool", "context") and value < 1:
                 raise _fail(section, f"{key} must be at least 1, got {value}")
+        elif name == "min_relevance":
+            if not isinstance(value, dict) or not set(value) <= set(BACKENDS) or any(
+                    isinstance(v, bool) or not isinstance(v, (int, float)) for v in value.values()):
+                raise _fail(section, f"{key} must be a table of numbers keyed by backend "
+                                     f"({', '.join(BACKENDS)})")
+            value = {backend: float(v) for backend, v in value.items()}
         elif isinstance(current, dict):
             if not isinstance(value, dict) or set(value) != set(current):
                 raise _fail(section, f"{key} must be a table with keys "

@@ -25,6 +25,11 @@ class ScorerConfig:
     w_prov: dict[str, float] = field(default_factory=lambda: {
         "trusted": 0.2, "neutral": 0.5, "untrusted": 0.8})
     detect_conflicts: bool = True
+    min_relevance: dict[str, float] = field(default_factory=dict)
+    """Per retrieval backend: refuse when the best surviving candidate's raw score is below
+    this floor ("nothing relevant was found"). Backends score on different scales (cosine,
+    BM25, reciprocal-rank sums), so each floor is calibrated on its own backend; a backend
+    without a floor has none."""
 
 
 @dataclass(frozen=True)
