@@ -189,6 +189,60 @@ def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
     render_answer(console, answer)
 
 
+@cli.group("eval")
+def eval_group() -> None:
+    """Evaluation suites that write deterministic JSON + HTML reports."""
+
+
+@eval_group.command("safety")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Where report.json, report.html and timing.json are written.")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".trishield/eval/safety"), show_default=True,
+              help="Where the suite's knowledge bases are built (and reused).")
+@click.option("--backend", "backends", multiple=True,
+              type=click.Choice(["dense", "bm25", "hybrid"]), help="Repeatable; default all.")
+@click.option("--defense", "defenses", multiple=True,
+              type=click.Choice(["none", "ring1", "ring2", "ring3", "ring12", "full"]),
+              help="Repeatable; default all.")
+@click.option("--panel", "panel_option", help="Comma-separated panel members.")
+@click.option("--squad-questions", type=click.IntRange(1, 10570), default=300,
+              show_default=True)
+@click.option("--no-ablations", is_flag=True, help="Skip the ablation rows of full.")
+@click.option("--quick", is_flag=True, help="A small subset (CI smoke run).")
+@json_option
+def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
+                defenses: tuple[str, ...], panel_option: str | None, squad_questions: int,
+                no_ablations: bool, quick: bool, json_output: bool) -> None:
+    """Instruction attacks, unanswerable questions and benign controls on the policy KB."""
+    from trishield.eval.safety import (
+        SAFETY_DEFENSES,
+        SUMMARY_HEADERS,
+        SafetyOptions,
+        run_safety,
+        summary_rows,
+    )
+    from trishield.kb import BACKENDS
+    from trishield.llm.panel import DEFAULT_PANEL, parse_panel_option
+
+    options = SafetyOptions(
+        out=out_dir, work_dir=work_dir, backends=backends or BACKENDS,
+        defenses=defenses or SAFETY_DEFENSES,
+        panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
+        squad_questions=squad_questions, quick=quick, ablations=not no_ablations,
+        progress=lambda message: errors.print(f"[dim]{escape(message)}[/]"))
+    payload = run_safety(options)
+    if json_output:
+        _print_json(payload)
+        return
+    table = Table(title=f"safety suite -> {out_dir}/report.html", title_justify="left")
+    for header in SUMMARY_HEADERS:
+        table.add_column(header)
+    for row in summary_rows(payload):
+        table.add_row(*(str(cell) for cell in row))
+    console.print(table)
+
+
 @cli.group()
 def quarantine() -> None:
     """Review what Ring 1 blocked at ingest, and release what it got wrong."""
