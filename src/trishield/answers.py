@@ -11,6 +11,8 @@ import re
 import string
 from collections import Counter
 
+from trishield.text import STOPWORDS, stem
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
 REFUSAL_MARKERS = (
@@ -74,8 +76,6 @@ def answer_core(answer: str, question: str = "") -> list[str]:
     core ``["1912"]``, so it agrees with a model that answered just "1912". An answer that only
     echoes the question keeps all its terms (it has no core to compare).
     """
-    from trishield.text import STOPWORDS, stem
-
     tokens = [stem(t) for t in answer_tokens(canonical_numbers(answer))]
     asked = {stem(t) for t in answer_tokens(canonical_numbers(question))}
     core = [t for t in tokens if t not in asked and t not in STOPWORDS]
