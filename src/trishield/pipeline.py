@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from trishield.answers import contains_answer, is_refusal
+from trishield.answers import contains_answer
 from trishield.errors import InputError
 from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
@@ -31,7 +31,7 @@ from trishield.rings.consensus import (
     ConsensusConfig,
     ContextPassage,
     Reader,
-    is_llm,
+    Vote,
     presented_to,
 )
 from trishield.rings.ingest_guard import GuardConfig, GuardVerdict, IngestGuard, outlier_scores
@@ -230,12 +230,7 @@ class Pipeline:
         pairs = ([(p.id, p.text) for p in context] if trace["defense"] == "none"
                  else presented_to(member, context))
         reply = member.answer(question, pairs)
-        vote = {"member": member.name, "vendor": member.vendor, "llm": is_llm(member),
-                "answer": reply.text,
-                "refused": bool(reply.refused) or is_refusal(reply.text),
-                "citations": list(reply.citations), "cached": bool(reply.cached),
-                "seconds": round(reply.seconds, 3), "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens}
+        vote = Vote.of(member, reply).as_dict()
         trace["reader"] = vote
         if vote["refused"]:
             return None, True, f"{member.name} declined: the context does not hold the answer", \

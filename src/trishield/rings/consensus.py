@@ -66,6 +66,14 @@ class Vote:
     completion_tokens: int
     llm: bool = True
 
+    @classmethod
+    def of(cls, member: object, reply) -> Vote:
+        """The vote a reader's reply casts (an answer that says "I don't know" is a refusal)."""
+        return cls(member.name, member.vendor, reply.text,
+                   bool(reply.refused) or is_refusal(reply.text), list(reply.citations),
+                   bool(reply.cached), reply.seconds, reply.prompt_tokens,
+                   reply.completion_tokens, is_llm(member))
+
     def as_dict(self) -> dict[str, object]:
         return {"member": self.member, "vendor": self.vendor, "llm": self.llm,
                 "answer": self.answer,
@@ -162,10 +170,7 @@ class Consensus:
         votes = []
         for member in members:
             reply = member.answer(question, presented_to(member, passages))
-            votes.append(Vote(member.name, member.vendor, reply.text,
-                              bool(reply.refused) or is_refusal(reply.text),
-                              list(reply.citations), bool(reply.cached), reply.seconds,
-                              reply.prompt_tokens, reply.completion_tokens, is_llm(member)))
+            votes.append(Vote.of(member, reply))
         groups = group_answers(votes, question)
         largest = groups[0] if groups else []
         agreement = len(largest) / len(members)
