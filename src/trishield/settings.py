@@ -58,13 +58,13 @@ def _fail(where: str, message: str) -> InputError:
     return InputError(f"[{where}] {message}")
 
 
-def _apply(section: str, values: dict[str, Any], target: Any, renames: dict[str, str]) -> Any:
+def _apply(section: str, values: dict[str, Any], target: Any) -> Any:
     known = {f.name: f for f in fields(target)}
     updates: dict[str, Any] = {}
     for key, value in values.items():
-        name = renames.get(key, key)
+        name = key
         if name not in known or name == "patterns":
-            allowed = sorted([*(k for k in known if k != "patterns"), *renames])
+            allowed = sorted(k for k in known if k != "patterns")
             raise _fail(section, f"unknown key {key!r}; allowed: {', '.join(allowed)}")
         current = getattr(target, name)
         if isinstance(current, bool):
@@ -146,10 +146,10 @@ def load_settings(path: str | Path | None) -> Settings:
         backend = retrieval.pop("backend", "dense")
         if backend not in BACKENDS:
             raise _fail("retrieval", f"backend must be one of {', '.join(BACKENDS)}")
-        scorer = _apply("retrieval", retrieval, ScorerConfig(), {})
-        scorer = _apply("ring2", raw.get("ring2", {}), scorer, {})
-        guard = _apply("ring1", raw.get("ring1", {}), GuardConfig(), {})
-        consensus = _apply("ring3", raw.get("ring3", {}), ConsensusConfig(), {})
+        scorer = _apply("retrieval", retrieval, ScorerConfig())
+        scorer = _apply("ring2", raw.get("ring2", {}), scorer)
+        guard = _apply("ring1", raw.get("ring1", {}), GuardConfig())
+        consensus = _apply("ring3", raw.get("ring3", {}), ConsensusConfig())
         if consensus.gate not in GATE_MODES:
             raise _fail("ring3", f"gate must be one of {', '.join(GATE_MODES)}")
         if consensus.tau <= 0:
