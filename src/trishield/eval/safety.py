@@ -242,6 +242,14 @@ def _setting(suite: SafetySuite, panel: list, kbs: dict[str, KnowledgeBase], con
     }
 
 
+def _one_line(setting: dict[str, Any]) -> str:
+    """A progress line, so a long run shows its results as they come."""
+    counts = setting["attacks"]["counts"]
+    return (f"attacks {counts}, unanswerable refused {setting['unanswerable']['refused']}/"
+            f"{setting['unanswerable']['total']}, benign false refusals "
+            f"{setting['benign']['false_refusals']}, canary leaks {setting['canary_leaks']}")
+
+
 def _qa_slice(panel: list, kb: KnowledgeBase, backends: Sequence[str],
               calibration: dict[str, Any]) -> dict[str, Any]:
     squad = load_qa_slice()
@@ -315,8 +323,9 @@ def run_safety(options: SafetyOptions) -> dict[str, Any]:
             config = _config(backend, calibration[backend]["floor"])
             for defense in options.defenses:
                 say(f"{backend} / {defense}")
-                results.setdefault(backend, {})[defense] = _setting(
-                    suite, panel, opened, config, defense)
+                setting = _setting(suite, panel, opened, config, defense)
+                results.setdefault(backend, {})[defense] = setting
+                say(f"{backend} / {defense}: {_one_line(setting)}")
         ablations = {}
         if options.ablations and ABLATION_BACKEND in options.backends:
             base = _config(ABLATION_BACKEND, calibration[ABLATION_BACKEND]["floor"])
