@@ -243,6 +243,59 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
     console.print(table)
 
 
+@eval_group.command("poisonedrag")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Where report.json, report.html, timing.json and timing.html are written.")
+@click.option("--kb-profile", type=click.Choice(["wiki5k", "mini"]), default="wiki5k",
+              show_default=True, help="The clean KB (mini: ground truth + 150 passages).")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".trishield/eval/poisonedrag"), show_default=True,
+              help="Where the KBs and the resumable answer checkpoint live.")
+@click.option("--defense", "defenses", multiple=True, metavar="NAME",
+              help="Repeatable; default every defense (see the README's list).")
+@click.option("--panel", "panel_option", help="Comma-separated panel members.")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--quick", is_flag=True,
+              help="A seeded subset on the mini profile (the CI smoke run).")
+@json_option
+def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: tuple[str, ...],
+                     panel_option: str | None, seed: int, quick: bool,
+                     json_output: bool) -> None:
+    """PoisonedRAG-NQ on a Wikipedia KB: attack families x defenses, baselines and peers."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from trishield.eval.poisonedrag.defenses import DEFENSES, validate
+    from trishield.eval.poisonedrag.render import headline_rows
+    from trishield.eval.poisonedrag.runner import PoisonedRAGOptions, run_poisonedrag
+    from trishield.llm.panel import DEFAULT_PANEL, parse_panel_option
+
+    chosen = validate(defenses) if defenses else DEFENSES
+    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=errors, transient=False) as bar:
+        task = bar.add_task("answers", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=escape(label))
+
+        options = PoisonedRAGOptions(
+            out=out_dir, kb_profile=kb_profile, work_dir=work_dir, defenses=chosen,
+            panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
+            seed=seed, quick=quick, progress=progress,
+            say=lambda message: bar.console.print(f"[dim]{escape(message)}[/]"))
+        payload = run_poisonedrag(options)
+    if json_output:
+        _print_json(payload)
+        return
+    headers, rows = headline_rows(payload)
+    table = Table(title=f"PoisonedRAG benchmark -> {out_dir}/report.html",
+                  title_justify="left")
+    for header in headers:
+        table.add_column(header)
+    for row in rows:
+        table.add_row(*(str(cell) for cell in row))
+    console.print(table)
+
+
 @cli.group()
 def quarantine() -> None:
     """Review what Ring 1 blocked at ingest, and release what it got wrong."""

@@ -1,0 +1,133 @@
+"""Attack conditions: which poisons are in the KB, who the KB says wrote them, and (for the
+poison-fraction sweep) how much of the context the attacker controls.
+
+DESIGN.md asks for provenance settings as separate rows, never mixed:
+
+* ``neutral``         the paper's setting: every document neutral, so Ring 2 gets no
+                      provenance signal. The headline rows, comparable with peers;
+* ``untrusted``       clean passages neutral, poisons from an untrusted writer (as stored);
+* ``trusted-clean``   clean passages carry a trusted publisher's signature, poisons untrusted;
+* ``forged``          clean passages signed; every poison carries a *forged* trusted tag
+                      (a signature by a key that is not the registered publisher's). The tag is
+                      checked with the same Ed25519 verification the service uses; a failed
+                      check makes the poison untrusted;
+* ``forged-unchecked`` the counterfactual: the same forged tags believed without a check, which
+                      shows what the signature verification is worth.
+
+The poisons are always ingested by the untrusted attacker writer through the normal ingest
+path; a provenance setting re-labels tiers on the *retrieved candidates* only, so one KB per
+family serves every setting and the retrieval itself is identical across rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from trishield.errors import InputError
+from trishield.eval.poisonedrag.attacks import is_poison, poison_target
+from trishield.eval.poisonedrag.provenance import Provenance
+from trishield.kb import KnowledgeBase
+from trishield.kb.retrieval import Candidate
+
+PROVENANCE_SETTINGS = ("neutral", "untrusted", "trusted-clean", "forged", "forged-unchecked")
+SWEEP_FRACTIONS = (0.2, 0.4, 0.5, 0.6, 0.8)
+SWEEP_SEARCH_DEPTH = 400
+"""How deep the sweep looks for a target's poisons in the poisoned KB (dense search is cheap)."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One row group of the report: a family's poisons under one provenance setting."""
+
+    name: str
+    family: str
+    provenance: str = "neutral"
+    fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.provenance not in PROVENANCE_SETTINGS:
+            raise InputError(f"unknown provenance setting {self.provenance!r}; choose from "
+                             f"{', '.join(PROVENANCE_SETTINGS)}")
+        if self.fraction is not None and not 0 < self.fraction < 1:
+            raise InputError(f"poison fraction {self.fraction} is not in (0, 1)")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "family": self.family, "provenance": self.provenance,
+                "fraction": self.fraction}
+
+
+def poisons_in_context(fraction: float, k: int, target_number: int) -> int:
+    """How many of the k context slots the attacker gets: ``fraction * k``, and where that is
+    not a whole number (0.5 of 5), floor and ceiling alternate by target so the mean is exact."""
+    exact = fraction * k
+    low = int(exact)
+    if exact == low:
+        return low
+    return low + (target_number % 2)
+
+
+class ConditionedKB:
+    """A knowledge base seen through one condition: same retrieval, re-labelled tiers, and
+    for the sweep a fixed number of the target's poisons in the top-k.
+
+    It quacks like :class:`KnowledgeBase` for the pipeline and the baselines (``search`` plus
+    everything else delegated), so every defense reads exactly the same candidates.
+    """
+
+    def __init__(self, kb: KnowledgeBase, condition: Condition, provenance: Provenance, *,
+                 target: str | None = None, target_number: int = 0, k: int = 5):
+        self._kb = kb
+        self.condition = condition
+        self.provenance = provenance
+        self.target = target
+        self.target_number = target_number
+        self.k = k
+        self.realised_poisons: int | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kb, name)
+
+    def search(self, query: str, *, backend: str = "dense", k: int = 5) -> list[Candidate]:
+        if self.condition.fraction is None:
+            found = self._kb.search(query, backend=backend, k=k)
+        else:
+            found = self._composed(query, backend, k)
+        return [self._relabel(c) for c in found]
+
+    def _composed(self, query: str, backend: str, k: int) -> list[Candidate]:
+        """Top-k holds exactly n of this target's poisons and k-n clean passages (each in
+        score order); the pool beyond the top-k is clean. Other targets' poisons are left out."""
+        assert self.condition.fraction is not None
+        deep = self._kb.search(query, backend=backend, k=max(SWEEP_SEARCH_DEPTH, k))
+        own = [c for c in deep if is_poison(c.doc_id) and poison_target(c.doc_id) == self.target]
+        clean = [c for c in deep if not is_poison(c.doc_id)]
+        wanted = poisons_in_context(self.condition.fraction, self.k, self.target_number)
+        top = sorted(own[:wanted] + clean[:self.k - min(wanted, len(own))],
+                     key=lambda c: -c.score)
+        self.realised_poisons = min(wanted, len(own))
+        rest = clean[self.k - self.realised_poisons:]
+        ranked = (top + rest)[:k]
+        return [replace(c, rank=rank) for rank, c in enumerate(ranked, start=1)]
+
+    def _content_hash(self, doc_id: str) -> str:
+        """Signatures cover the whole document's content hash, not the retrieved chunk."""
+        row = self._kb.store.connection.execute(
+            "SELECT content_hash FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        if row is None:
+            raise InputError(f"retrieved document {doc_id!r} is not in the KB's documents")
+        return row[0]
+
+    def _relabel(self, candidate: Candidate) -> Candidate:
+        tier = self.provenance.tier_of(candidate.chunk.doc_id,
+                                       self._content_hash(candidate.chunk.doc_id),
+                                       stored=candidate.chunk.tier,
+                                       setting=self.condition.provenance)
+        if tier == candidate.chunk.tier:
+            return candidate
+        return replace(candidate, chunk=replace(candidate.chunk, tier=tier))
+
+
+def standard_conditions(families: Sequence[str]) -> list[Condition]:
+    return [Condition(family, family) for family in families]

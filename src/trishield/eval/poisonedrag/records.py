@@ -1,0 +1,128 @@
+"""One record per (block, defense, question), and the append-only checkpoint that holds them.
+
+A record keeps what scoring needs (answer, refusal, which documents were retrieved, shown and
+removed by whom, LLM calls and tokens) and the latency measured when it was first computed.
+The checkpoint is JSON Lines, one fsync'ed line per record: an interrupted run loses at most
+the question in flight, and a restarted run skips every record already there. A torn last
+line (a kill in the middle of a write) is dropped with a warning, never trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trishield.errors import InputError
+from trishield.pipeline import Answer
+
+
+def _doc_ids(rows: list[dict[str, Any]], chunk_ids: set[str] | list[str]) -> list[str]:
+    wanted = set(chunk_ids)
+    return sorted({row["doc_id"] for row in rows if row["chunk_id"] in wanted})
+
+
+def extract(answer: Answer, *, k: int) -> dict[str, Any]:
+    """The scoring-relevant facts of one answer, from the pipeline's or a baseline's trace."""
+    trace = answer.trace
+    candidates = sorted(trace.get("candidates", []), key=lambda row: row["rank"])
+    context = trace.get("context", [])
+    every = [row["chunk_id"] for row in candidates]
+    # per stage: what it could have removed (its input) and what it removed
+    inputs: dict[str, list[str]] = {}
+    removed: dict[str, list[str]] = {}
+    if "ring1" in trace:
+        inputs["ring1"] = _doc_ids(candidates, every)
+        removed["ring1"] = _doc_ids(candidates, trace["ring1"]["blocked"])
+    if "ring2" in trace:
+        # what Ring 2's re-ranking pushed out of the retrieval top-k (the rest of the pool
+        # was never going to be read, so it is not a detection)
+        blocked = set(trace.get("ring1", {}).get("blocked", []))
+        top = [chunk for chunk in every if chunk not in blocked][:k]
+        shown = {row["id"] for row in context}
+        inputs["ring2"] = _doc_ids(candidates, top)
+        removed["ring2"] = _doc_ids(candidates, [c for c in top if c not in shown])
+    rounds = trace.get("ring3", {}).get("rounds", [])
+    if rounds:
+        inputs["ring3"] = _doc_ids(candidates, rounds[0]["context"])
+        removed["ring3"] = _doc_ids(candidates,
+                                    set(rounds[0]["context"]) - set(rounds[-1]["context"]))
+    if "removed" in trace:
+        inputs["baseline"] = _doc_ids(candidates, every)
+        removed["baseline"] = sorted({row["doc_id"] for row in trace["removed"]})
+    tokens = trace.get("tokens", {})
+    return {
+        "answer": answer.answer,
+        "refused": answer.refused,
+        "reason": answer.reason,
+        "retrieved": [row["doc_id"] for row in candidates[:k]],
+        "pool": sorted({row["doc_id"] for row in candidates}),
+        "context": sorted({row["doc_id"] for row in context}),
+        "inputs": inputs,
+        "removed": removed,
+        "llm_calls": trace.get("llm_calls", 0) + trace.get("llm_calls_cached", 0),
+        "llm_calls_uncached": trace.get("llm_calls", 0),
+        "tokens": {"prompt": tokens.get("prompt", 0), "completion": tokens.get("completion", 0)},
+        "latency_s": trace.get("timings_s", {}).get("total"),
+    }
+
+
+class Checkpoint:
+    """Append-only JSON Lines of finished records, keyed by ``block|defense|question``."""
+
+    def __init__(self, path: Path, fingerprint: str):
+        self.path = path
+        self.fingerprint = fingerprint
+        self.records: dict[str, dict[str, Any]] = {}
+        self.dropped_torn_line = False
+        if path.exists():
+            self._load()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._append({"fingerprint": fingerprint})
+
+    def _load(self) -> None:
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, start=1):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                if number == len(lines):  # a kill mid-write: drop it, redo that question
+                    self.dropped_torn_line = True
+                    self._rewrite()
+                    return
+                raise InputError(f"{self.path}:{number}: corrupt checkpoint line; delete "
+                                 "the file to start over") from None
+            if number == 1:
+                if row.get("fingerprint") != self.fingerprint:
+                    raise InputError(f"{self.path} belongs to another configuration")
+                continue
+            self.records[row["key"]] = row
+
+    def _rewrite(self) -> None:
+        staging = self.path.with_suffix(".rewrite")
+        with staging.open("w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
+            for row in self.records.values():
+                handle.write(json.dumps(row, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        staging.replace(self.path)
+
+    def _append(self, row: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.records
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._append(row)
+        self.records[row["key"]] = row
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records.values())

@@ -1,0 +1,189 @@
+"""``trishield eval poisonedrag``: build the KBs, ask every block's questions under every
+defense, checkpoint each answer, then score and write the report.
+
+Resumable: answers are checkpointed one by one (:mod:`.records`) and LLM responses are
+cached, so an interrupted run picks up at the question it was on. The checkpoint file is named
+by a fingerprint of everything that changes an answer (profile, seed, panel, k, ring settings,
+scoring version), so a changed configuration never reuses stale answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from trishield.eval import report as rep
+from trishield.eval.poisonedrag import knowledge_bases as kbs
+from trishield.eval.poisonedrag.attacks import load_targets, seeded_order
+from trishield.eval.poisonedrag.conditions import ConditionedKB
+from trishield.eval.poisonedrag.defenses import DEFENSES, info, make_asker
+from trishield.eval.poisonedrag.plan import QUICK_SIZES, Block, Sizes, families_of, full_plan
+from trishield.eval.poisonedrag.provenance import Provenance
+from trishield.eval.poisonedrag.questions import (
+    Question,
+    nq_questions,
+    squad_questions,
+    target_questions,
+)
+from trishield.eval.poisonedrag.records import Checkpoint, extract
+from trishield.eval.poisonedrag.render import render_html, render_timing
+from trishield.eval.poisonedrag.scoring import SCORING_VERSION, score, timing
+from trishield.kb import KnowledgeBase
+from trishield.kb.datasets import DATASETS, file_sha256
+from trishield.llm.panel import DEFAULT_PANEL, MemberSpec, build_panel
+from trishield.pipeline import PipelineConfig
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class PoisonedRAGOptions:
+    out: Path
+    kb_profile: str = "wiki5k"
+    work_dir: Path = Path(".trishield/eval/poisonedrag")
+    defenses: tuple[str, ...] = DEFENSES
+    panel: tuple[MemberSpec, ...] = DEFAULT_PANEL
+    k: int = 5
+    seed: int = 0
+    quick: bool = False
+    sizes: Sizes = field(default_factory=Sizes)
+    progress: Progress = field(default=lambda done, total, label: None)
+    say: Callable[[str], None] = field(default=lambda message: None)
+
+
+def _config(options: PoisonedRAGOptions) -> PipelineConfig:
+    config = PipelineConfig(backend="dense")
+    return replace(config, scorer=replace(config.scorer, context=options.k))
+
+
+def _fingerprint(options: PoisonedRAGOptions, config: PipelineConfig) -> str:
+    parts = {"scoring": SCORING_VERSION, "profile": options.kb_profile, "seed": options.seed,
+             "panel": [m if isinstance(m, str) else dict(m) for m in options.panel],
+             "k": options.k, "config": asdict(config), "quick": options.quick}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _questions(block: Block, order: list, stored: set[str], seed: int) -> list[Question]:
+    if block.questions in ("targets", "benign-targets"):
+        return target_questions(order, block.size)
+    if block.questions == "benign-squad":
+        return squad_questions(stored, block.size, seed)
+    return nq_questions(stored, block.size, seed)
+
+
+def _stored_ids(path: Path) -> set[str]:
+    with KnowledgeBase.open(path) as kb:
+        return {row[0] for row in kb.store.connection.execute("SELECT doc_id FROM documents")}
+
+
+def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
+    """Run (or resume) the matrix; write report.json, report.html, timing.json, timing.html."""
+    started = time.perf_counter()
+    if options.quick:
+        options = replace(options, sizes=QUICK_SIZES, kb_profile="mini")
+    config = _config(options)
+    fingerprint = _fingerprint(options, config)
+    blocks = full_plan(options.defenses, options.sizes, quick=options.quick)
+    targets = load_targets()
+    order = seeded_order(targets, options.seed)
+    attacked = order[:max(b.size for b in blocks if b.questions == "targets")]
+    say = options.say
+
+    say(f"building the {options.kb_profile} base KB (embedding the clean passages)")
+    clean = kbs.profile_documents(options.kb_profile, targets, options.seed)
+    base = kbs.build_base(options.work_dir, options.kb_profile, clean)
+    family_kbs: dict[tuple[str, bool], Path] = {}
+    for family in families_of(blocks):
+        for guarded in (False, True):
+            say(f"building the {family} KB ({'Ring 1 at ingest' if guarded else 'plain'})")
+            family_kbs[family, guarded] = kbs.build_family(
+                options.work_dir, base, family, attacked, options.seed, guarded=guarded)
+    stored = _stored_ids(base)
+
+    checkpoint = Checkpoint(options.work_dir / f"records-{fingerprint[:16]}.jsonl", fingerprint)
+    if checkpoint.dropped_torn_line:
+        say("the checkpoint's last line was torn by an interruption; that answer is redone")
+    asked = {block.name: _questions(block, order, stored, options.seed) for block in blocks}
+    pending = [(block, defense, question) for block in blocks for defense in block.defenses
+               for question in _capped(asked[block.name], defense, options.sizes)
+               if _key(block, defense, question) not in checkpoint]
+    say(f"{len(checkpoint.records)} answers already checkpointed, {len(pending)} to go")
+    panel = build_panel(options.panel)
+    provenance = Provenance(options.seed)
+    done = 0
+    for block in blocks:
+        for defense in block.defenses:
+            todo = [q for q in _capped(asked[block.name], defense, options.sizes)
+                    if _key(block, defense, q) not in checkpoint]
+            if not todo:
+                continue
+            path = base if block.condition is None else family_kbs[
+                block.condition.family, info(defense).uses_ring1_kb]
+            with KnowledgeBase.open(path) as kb:
+                view = kb if block.condition is None else ConditionedKB(
+                    kb, block.condition, provenance, k=options.k)
+                ask = make_asker(defense, view, panel, config)
+                for question in todo:
+                    if isinstance(view, ConditionedKB) and question.target is not None:
+                        view.target = question.target.id
+                        view.target_number = question.target.number
+                    record = extract(ask(question.text), k=options.k)
+                    if isinstance(view, ConditionedKB):
+                        record["realised_poisons"] = view.realised_poisons
+                    record |= {"key": _key(block, defense, question), "block": block.name,
+                               "defense": defense, "question": question.id}
+                    checkpoint.add(record)
+                    done += 1
+                    options.progress(done, len(pending), f"{block.name} / {defense}")
+
+    payload = _payload(options, blocks, asked, checkpoint, family_kbs, base, config)
+    options.out.mkdir(parents=True, exist_ok=True)
+    rep.write_atomic(options.out / "report.json", rep.dumps(payload))
+    rep.write_atomic(options.out / "report.html", render_html(payload))
+    timings = timing(checkpoint.records.values(), blocks) | {
+        "wall_seconds_this_run": round(time.perf_counter() - started, 1),
+        "answers_computed_this_run": done}
+    rep.write_atomic(options.out / "timing.json", rep.dumps(timings))
+    rep.write_atomic(options.out / "timing.html", render_timing(timings))
+    return payload
+
+
+def _key(block: Block, defense: str, question: Question) -> str:
+    return f"{block.name}|{defense}|{question.id}"
+
+
+def _capped(questions: list[Question], defense: str, sizes: Sizes) -> list[Question]:
+    return questions[:sizes.expansion] if defense == "expansion-k50" else questions
+
+
+def _payload(options: PoisonedRAGOptions, blocks: list[Block], asked: dict[str, list[Question]],
+             checkpoint: Checkpoint, family_kbs: dict[tuple[str, bool], Path], base: Path,
+             config: PipelineConfig) -> dict[str, Any]:
+    records = {(r["block"], r["defense"], r["question"]): r for r in checkpoint.rows()}
+    results = {block.name: score(block, asked[block.name], records, options.sizes, options.seed)
+               for block in blocks}
+    ingest = {family: {"poisons": json.loads((path / kbs.MARKER).read_text())["poisons"],
+                       "quarantined": len(kbs.quarantined(path))}
+              for (family, guarded), path in sorted(family_kbs.items()) if guarded}
+    return {
+        "scoring_version": SCORING_VERSION,
+        "configuration": {
+            "kb_profile": options.kb_profile, "quick": options.quick, "seed": options.seed,
+            "k": options.k, "panel": [m if isinstance(m, str) else dict(m)
+                                      for m in options.panel],
+            "reader": "the first panel member answers for every single-reader defense",
+            "pipeline": asdict(config), "sizes": asdict(options.sizes)},
+        "datasets": {name: file_sha256(DATASETS[name].verified_path())
+                     for name in ("poisonedrag-nq", "poisonedrag-nq-gt", "squad-dev",
+                                  "nq-open", "squadshifts-new-wiki")},
+        "base_kb": {key: json.loads((base / kbs.MARKER).read_text())[key]
+                    for key in ("documents", "chunks")},
+        "ring1_at_ingest": ingest,
+        "blocks": [block.as_dict() for block in blocks],
+        "results": results,
+    }
