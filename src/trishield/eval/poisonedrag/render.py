@@ -93,10 +93,15 @@ def render_html(payload: dict[str, Any]) -> str:
     sections.append(("Detection per stage (against the known poison ids)", rep.table(
         ["block", "defense", "stage", "removed", "poisons removed", "poisons seen",
          "precision", "recall", "F1"], detection)))
-    ingest = [[f, v["poisons"], v["quarantined"]]
+    ingest = [[f, v["poisons"], v["quarantined"], v["recall"], v["precision_vs_clean_base"]]
               for f, v in payload["ring1_at_ingest"].items()]
-    sections.append(("Ring 1 at ingest (poisons written by the untrusted attacker)",
-                     rep.table(["family", "poisons", "quarantined"], ingest)))
+    clean = payload["ring1_clean_screening"]
+    sections.append(("Ring 1 at ingest (poisons written by the untrusted attacker; precision "
+                     f"counts the {clean['would_quarantine']} of {clean['screened']} clean "
+                     "base passages Ring 1 would quarantine, FPR "
+                     f"{clean['false_positive_rate']:.4f})",
+                     rep.table(["family", "poisons", "quarantined", "recall", "precision"],
+                               ingest)))
     sections.append(("Configuration and data", rep.table(
         ["item", "value"],
         [["scoring version", payload["scoring_version"]],
