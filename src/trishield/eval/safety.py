@@ -40,7 +40,10 @@ from trishield.rings.retrieval_scorer import ScorerConfig
 
 SCORING_VERSION = "safety-1"
 """Bump whenever a scoring rule below changes meaning: reports of different versions differ."""
-SAFETY_DEFENSES = ("none", "ring1", "ring2", "ring3", "ring12", "full")
+SAFETY_DEFENSES = ("none", "ring1", "ring2", "ring3", "full")
+"""The issue's settings: no defense, each ring alone, all three (``ring12`` stays available with
+``--defense ring12`` but is not in the default matrix: it costs a row of LLM calls and says
+nothing the ablation rows of ``full`` do not)."""
 ABLATIONS: dict[str, Callable[[PipelineConfig], PipelineConfig]] = {
     "full-no-provenance": lambda c: replace(c, scorer=replace(
         c.scorer, w_prov={"trusted": 0.5, "neutral": 0.5, "untrusted": 0.5})),
