@@ -24,7 +24,7 @@ from trishield.eval.poisonedrag.attacks import (
     seeded_order,
 )
 from trishield.eval.poisonedrag.conditions import Condition, poisons_in_context
-from trishield.eval.poisonedrag.plan import Block, Sizes, full_plan
+from trishield.eval.poisonedrag.plan import Block, full_plan
 from trishield.eval.poisonedrag.provenance import Provenance
 from trishield.eval.poisonedrag.questions import target_questions
 from trishield.eval.poisonedrag.records import Checkpoint
@@ -187,7 +187,7 @@ def test_scoring_counts_outcomes_and_detection_by_hand() -> None:
             None, retrieved=[p[2]], context=[p[2]], removed={"ring1": []},
             inputs={"ring1": [p[2]]}),
     }
-    result = score(block, questions, records, Sizes())["ring1"]
+    result = score(block, questions, records)["ring1"]
     assert result["complete"] and result["answered"] == 3
     assert result["outcomes"] == {"succeeded": 1, "blocked": 1, "evaded": 1}
     assert sum(result["outcomes"][o] for o in OUTCOMES) == result["applicable"] == 3
@@ -209,7 +209,7 @@ def test_scoring_reports_missing_answers_as_incomplete() -> None:
     block = Block("published", "targets", Condition("published", "published"), ("none",), 2)
     records = {("published", "none", TARGETS[0].id): _record(
         "x", retrieved=["c"], context=["c"])}
-    result = score(block, questions, records, Sizes())["none"]
+    result = score(block, questions, records)["none"]
     assert not result["complete"] and (result["answered"], result["asked"]) == (1, 2)
 
 

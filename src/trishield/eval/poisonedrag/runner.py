@@ -22,7 +22,14 @@ from trishield.eval.poisonedrag import knowledge_bases as kbs
 from trishield.eval.poisonedrag.attacks import load_targets, seeded_order
 from trishield.eval.poisonedrag.conditions import ConditionedKB
 from trishield.eval.poisonedrag.defenses import DEFENSES, info, make_asker
-from trishield.eval.poisonedrag.plan import QUICK_SIZES, Block, Sizes, families_of, full_plan
+from trishield.eval.poisonedrag.plan import (
+    QUICK_DEFENSES,
+    QUICK_SIZES,
+    Block,
+    Sizes,
+    families_of,
+    full_plan,
+)
 from trishield.eval.poisonedrag.provenance import Provenance
 from trishield.eval.poisonedrag.questions import (
     Question,
@@ -86,6 +93,8 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     started = time.perf_counter()
     if options.quick:
         options = replace(options, sizes=QUICK_SIZES, kb_profile="mini")
+        if options.defenses == DEFENSES:
+            options = replace(options, defenses=QUICK_DEFENSES)
     config = _config(options)
     fingerprint = _fingerprint(options, config)
     blocks = full_plan(options.defenses, options.sizes, quick=options.quick)
@@ -110,7 +119,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
         say("the checkpoint's last line was torn by an interruption; that answer is redone")
     asked = {block.name: _questions(block, order, stored, options.seed) for block in blocks}
     pending = [(block, defense, question) for block in blocks for defense in block.defenses
-               for question in _capped(asked[block.name], defense, options.sizes)
+               for question in asked[block.name][:block.limit(defense)]
                if _key(block, defense, question) not in checkpoint]
     say(f"{len(checkpoint.records)} answers already checkpointed, {len(pending)} to go")
     panel = build_panel(options.panel)
@@ -118,7 +127,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     done = 0
     for block in blocks:
         for defense in block.defenses:
-            todo = [q for q in _capped(asked[block.name], defense, options.sizes)
+            todo = [q for q in asked[block.name][:block.limit(defense)]
                     if _key(block, defense, q) not in checkpoint]
             if not todo:
                 continue
@@ -157,15 +166,11 @@ def _key(block: Block, defense: str, question: Question) -> str:
     return f"{block.name}|{defense}|{question.id}"
 
 
-def _capped(questions: list[Question], defense: str, sizes: Sizes) -> list[Question]:
-    return questions[:sizes.expansion] if defense == "expansion-k50" else questions
-
-
 def _payload(options: PoisonedRAGOptions, blocks: list[Block], asked: dict[str, list[Question]],
              checkpoint: Checkpoint, family_kbs: dict[tuple[str, bool], Path], base: Path,
              config: PipelineConfig) -> dict[str, Any]:
     records = {(r["block"], r["defense"], r["question"]): r for r in checkpoint.rows()}
-    results = {block.name: score(block, asked[block.name], records, options.sizes, options.seed)
+    results = {block.name: score(block, asked[block.name], records, options.seed)
                for block in blocks}
     ingest = {family: {"poisons": json.loads((path / kbs.MARKER).read_text())["poisons"],
                        "quarantined": len(kbs.quarantined(path))}

@@ -20,7 +20,7 @@ from typing import Any
 from trishield.answers import contains_answer
 from trishield.eval.metrics import OUTCOMES, answer_quality, attack_outcome, bootstrap_interval
 from trishield.eval.poisonedrag.attacks import get_family, is_poison
-from trishield.eval.poisonedrag.plan import Block, Sizes
+from trishield.eval.poisonedrag.plan import Block
 from trishield.eval.poisonedrag.questions import Question
 from trishield.rings.calibration import poisonedrag_split
 
@@ -132,12 +132,12 @@ def _benign(questions: Sequence[Question], records: Sequence[dict[str, Any]]) ->
 
 
 def score(block: Block, questions: Sequence[Question],
-          records: dict[tuple[str, str, str], dict[str, Any]], sizes: Sizes,
+          records: dict[tuple[str, str, str], dict[str, Any]],
           seed: int = 0) -> dict[str, Any]:
     """Per defense: the block's scores over the questions that defense answered."""
     out: dict[str, Any] = {}
     for defense in block.defenses:
-        asked = questions[:sizes.expansion] if defense == "expansion-k50" else list(questions)
+        asked = list(questions[:block.limit(defense)])
         found = [(q, records.get((block.name, defense, q.id))) for q in asked]
         done = [(q, r) for q, r in found if r is not None]
         if not done:
