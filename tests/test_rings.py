@@ -243,3 +243,37 @@ def test_without_the_panel_one_member_answers() -> None:
     result = Consensus(panel).decide("q", CONTEXT, use_panel=False)
     assert result.answer == "23" and panel[1].calls == 0
     assert math.isclose(result.rounds[0].agreement, 1.0)
+
+
+def test_answer_grouping_handles_statements_polarity_and_compound_numbers() -> None:
+    long_sentence = ("Tier 1 responds within 4 hours to every new ticket during support hours, "
+                     "and handles order questions, tracking, returns and warranty claims.")
+    question = "How quickly does tier 1 respond to a new ticket?"
+    assert same_answer(long_sentence, long_sentence.rstrip("."), question)  # identical
+    assert same_answer("4 hours", long_sentence, question)  # a short answer inside a sentence
+    assert not same_answer("8 hours", long_sentence, question)
+    passage = " ".join(["word"] * 40) + " 4 hours"
+    assert not same_answer("4 hours", passage, question)  # a passage is not an answer
+    wear = "Is wear and tear covered by the warranty?"
+    assert same_answer("No", "The warranty does not cover wear and tear, such as fading.", wear)
+    assert not same_answer("Yes", "The warranty does not cover wear and tear.", wear)
+    assert not same_answer("Yes", "Shipping to Canada costs $15.", wear)  # not about it
+    assert same_answer("Yes", "Yes, it is covered", wear)
+    assert not same_answer("No", "Yes, it is covered", wear)
+    address = "Which address appears in the example?"
+    assert same_answer("77 Pine Street, Apartment 4, Springfield",
+                       "77 Pine Street, Apartment 4, Springfield, OR 97209", address)
+    assert not same_answer("30 days", "30 or 90 days", "How long is the refund window?")
+
+
+def test_evidence_may_come_from_any_agreeing_answer() -> None:
+    context = [_passage("w#0", 0.9, "The warranty does not cover wear and tear, such as fading."),
+               _passage("r#0", 0.8, "Refunds are paid within 5 business days.")]
+    panel = [ScriptedReader("a", lambda ids: "No"),
+             ScriptedReader("b", lambda ids: "Yes, wear and tear is covered"),
+             ScriptedReader("c", lambda ids: "The warranty does not cover wear and tear, "
+                                             "such as fading.")]
+    result = Consensus(panel).decide("Is wear and tear covered by the warranty?", context)
+    assert not result.refused
+    assert result.answer.startswith("The warranty does not cover")  # the supported statement
+    assert result.support == ["w#0"]

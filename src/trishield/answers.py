@@ -83,27 +83,69 @@ def answer_core(answer: str, question: str = "") -> list[str]:
 
 
 MAX_CORE_TERMS = 12
-"""A longer answer is a passage, not an answer: it agrees with nothing."""
+"""A short answer: at most this many core terms."""
+MAX_STATEMENT_TERMS = 30
+"""A one-sentence statement (what the extractive reader returns) may hold a short answer; a
+longer text is a passage, not an answer, and agrees only with the same text."""
+_NEGATIONS = frozenset({"not", "no", "never", "cannot", "none", "nor", "neither", "nothing",
+                        "doesnt", "dont", "isnt", "arent", "wasnt", "werent", "cant", "wont",
+                        "didnt", "hasnt", "havent", "shouldnt", "wouldnt", "couldnt",
+                        "mustnt", "excluded", "excludes"})
+_POLAR = {"yes": True, "no": False}
 
 
 def _numbers(terms: list[str]) -> set[str]:
     return {t for t in terms if any(ch.isdigit() for ch in t)}
 
 
+def polarity(answer: str) -> bool | None:
+    """True for an answer that starts with "yes", False for "no", else None."""
+    tokens = answer_tokens(answer)
+    return _POLAR.get(tokens[0]) if tokens else None
+
+
+def _statement_polarity(statement: str, question: str) -> bool | None:
+    """Whether a statement answers a yes/no question positively: None when it is not about
+    the question (shares fewer than half of the question's content terms)."""
+    tokens = answer_tokens(statement)
+    asked = {stem(t) for t in answer_tokens(question)} - STOPWORDS
+    said = {stem(t) for t in tokens}
+    if not asked or len(asked & said) * 2 < len(asked):
+        return None
+    return not any(t in _NEGATIONS for t in tokens)
+
+
 def same_answer(first: str, second: str, question: str = "") -> bool:
     """Two answers agree when the shorter one's core terms all appear in the longer one's, the
-    longer states no number the shorter lacks (when the shorter states numbers), and neither
-    rambles past :data:`MAX_CORE_TERMS`.
+    longer states no number the shorter lacks (when the shorter states exactly one), the shorter
+    is a short answer (:data:`MAX_CORE_TERMS`) and the longer at most one sentence
+    (:data:`MAX_STATEMENT_TERMS`); identical answers always agree. A bare "yes"/"no" agrees
+    with the same polarity, and with a statement about the question whose negation matches.
 
     "24" and "24 episodes" agree; "30 days" and "90 days" do not; "Paris" and "Paris, France"
     agree; "$15" and "Shipping to Canada costs $15.00 per order" agree when asked about the cost
-    of shipping to Canada. Empty answers never agree with anything.
+    of shipping to Canada; "No" and "The warranty does not cover wear and tear" agree when asked
+    whether wear and tear is covered. Empty answers never agree with anything.
     """
-    a, b = answer_core(first, question), answer_core(second, question)
-    if not a or not b or max(len(a), len(b)) > MAX_CORE_TERMS:
+    if not normalize_answer(first) or not normalize_answer(second):
         return False
+    if normalize_answer(first) == normalize_answer(second):
+        return True
+    polar = polarity(first), polarity(second)
+    if polar[0] is not None and polar[1] is not None:
+        return polar[0] == polar[1]
+    if polar[0] is not None or polar[1] is not None:
+        bare, statement = (first, second) if polar[0] is not None else (second, first)
+        if len(answer_tokens(bare)) > 1:
+            return False  # "Yes, it costs $15" vs "$20": compare as statements would mislead
+        return _statement_polarity(statement, question) == polarity(bare)
+    a, b = answer_core(first, question), answer_core(second, question)
     short, long = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) > MAX_CORE_TERMS or len(long) > MAX_STATEMENT_TERMS:
+        return False
     if not set(short) <= set(long):
         return False
     stated = _numbers(short)
-    return not stated or _numbers(long) <= stated
+    # one stated number must not gain a rival ("30 days" vs "30 or 90 days"); an answer that
+    # states several (an address, a date) may gain detail ("..., OR 97209")
+    return len(stated) != 1 or _numbers(long) <= stated

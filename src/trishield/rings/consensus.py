@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from trishield.answers import answer_core, is_refusal, normalize_answer, same_answer
+from trishield.answers import (
+    answer_core,
+    is_refusal,
+    normalize_answer,
+    polarity,
+    same_answer,
+)
 
 GATE_MODES = ("always", "gated", "never")
 
@@ -90,6 +96,9 @@ class Round:
     groups: list[dict[str, object]]
     agreement: float
     winner: str | None
+    agreed_answers: list[str] = field(default_factory=list)
+    """Every answer of the agreeing group, shortest first: the evidence check takes the first
+    one a passage supports (a bare "No" rests on the statement that agreed with it)."""
 
     def as_dict(self) -> dict[str, object]:
         return {"context": self.passages, "votes": [v.as_dict() for v in self.votes],
@@ -175,11 +184,12 @@ class Consensus:
         largest = groups[0] if groups else []
         agreement = len(largest) / len(members)
         # the group's shortest answer is its crispest statement (ties: panel order)
-        winner = (min(largest, key=lambda v: len(v.answer)).answer
-                  if agreement >= self.config.tau and largest else None)
+        answers = (sorted((v.answer for v in largest), key=len)
+                   if agreement >= self.config.tau and largest else [])
         described = [{"answer": g[0].answer, "members": [v.member for v in g],
                       "size": len(g)} for g in groups]
-        return Round([p.id for p in passages], votes, described, agreement, winner)
+        return Round([p.id for p in passages], votes, described, agreement,
+                     answers[0] if answers else None, answers)
 
     def decide(self, question: str, passages: Sequence[ContextPassage], *,
                use_panel: bool = True) -> ConsensusResult:
@@ -203,11 +213,18 @@ class Consensus:
                           + (" after dropping the least-trusted third" if len(rounds) > 1
                              else ""))
             return ConsensusResult(None, True, reason, rounds)
-        return self._check_evidence(question, final.winner, current, rounds)
+        return self._check_evidence(question, final.agreed_answers, current, rounds)
 
-    def _check_evidence(self, question: str, answer: str, passages: Sequence[ContextPassage],
+    def _check_evidence(self, question: str, answers: Sequence[str],
+                        passages: Sequence[ContextPassage],
                         rounds: list[Round]) -> ConsensusResult:
-        support = supporting_passages(answer, passages, question)
+        answer, support = answers[0], []
+        # a bare yes/no is backed by the agreeing statement, so statements are tried first
+        for candidate in sorted(answers, key=lambda a: polarity(a) is not None):
+            support = supporting_passages(candidate, passages, question)
+            if support:
+                answer = candidate
+                break
         support_ids = [p.id for p in support]
         if self.config.require_support and not support:
             return ConsensusResult(None, True, f"insufficient evidence: no context passage "
