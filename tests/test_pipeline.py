@@ -161,3 +161,24 @@ def test_relevance_floor_refuses_when_nothing_relevant_was_found(demo_kb_dir: Pa
     assert off_topic.refused and "no relevant passage" in off_topic.reason
     assert floor["best_score"] < 0.45 and not floor["passed"] and off_topic.trace["context"] == []
     assert not on_topic.refused and on_topic.trace["ring2"]["relevance_floor"]["passed"]
+
+
+def test_closed_domain_mode_refuses_what_the_kb_never_mentions(demo_kb_dir: Path) -> None:
+    from dataclasses import replace
+
+    from trishield.pipeline import PipelineConfig
+    from trishield.rings.retrieval_scorer import ScorerConfig
+
+    closed = PipelineConfig(scorer=replace(ScorerConfig(), refuse_unknown_terms=True))
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        assert kb.unknown_terms("How long does shipping to India take?") == ["long", "india"]
+        pipeline = Pipeline(kb, [ExtractiveReader()], closed)
+        india = pipeline.ask("How long does shipping to India take?", defense="full")
+        canada = pipeline.ask("How long does shipping to Canada take?", defense="full")
+        open_domain = Pipeline(kb, [ExtractiveReader()]).ask(
+            "How long does shipping to India take?", defense="full")
+    assert india.refused and "never mentions 'india'" in india.reason
+    assert india.trace["ring2"]["unknown_terms"] == ["india"]  # "long" is question phrasing
+    assert not canada.refused and canada.trace["ring2"]["unknown_terms"] == []
+    assert "unknown_terms" not in open_domain.trace["ring2"]
+    assert "never mentions" not in open_domain.reason

@@ -36,6 +36,7 @@ from trishield.rings.consensus import (
 )
 from trishield.rings.ingest_guard import GuardConfig, GuardVerdict, IngestGuard, outlier_scores
 from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, ScorerResult
+from trishield.text import QUESTION_PHRASING
 
 RINGS_OF: dict[str, frozenset[int]] = {
     "none": frozenset(), "ring1": frozenset({1}), "ring2": frozenset({2}),
@@ -146,6 +147,15 @@ class Pipeline:
                     return self._finish(trace, timings, started, None, True,
                                         f"no relevant passage: best {self.config.backend} score "
                                         f"{shown} < calibrated floor {floor:.4f}", [], [])
+            if self.config.scorer.refuse_unknown_terms:
+                unknown = [t for t in self.kb.unknown_terms(question)
+                           if t not in QUESTION_PHRASING]
+                trace["ring2"]["unknown_terms"] = unknown
+                if unknown:
+                    trace["context"] = []
+                    return self._finish(trace, timings, started, None, True,
+                                        "out of scope: the knowledge base never mentions "
+                                        f"{', '.join(repr(t) for t in unknown)}", [], [])
         else:
             context = [ContextPassage(c.chunk_id, c.doc_id, c.chunk.tier, 1.0, c.chunk.text)
                        for c in survivors[:k]]

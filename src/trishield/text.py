@@ -39,3 +39,14 @@ def stem(word: str) -> str:
 def index_terms(text: str) -> list[str]:
     """Stemmed content words: what the lexical index matches on ("bicycles" finds "bicycle")."""
     return [stem(word) for word in content_words(text)]
+
+
+QUESTION_PHRASING: frozenset[str] = frozenset(stem(word) for word in (
+    "appear", "besides", "big", "come", "exactly", "far", "get", "give", "go", "happen",
+    "involve", "kind", "know", "large", "long", "make", "many", "mean", "mention", "much",
+    "need", "often", "old", "people", "person", "quickly", "say", "soon", "sort", "take",
+    "tell", "thing", "took", "told", "type", "usually", "want", "way", "went", "came", "gave",
+    "got", "made", "said", "typically",
+))
+"""Words that phrase a question rather than name what it is about ("how *long* does it
+*take*", "what did she *say*"): a knowledge base need not contain them to answer it."""

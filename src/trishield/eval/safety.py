@@ -38,7 +38,7 @@ from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.retrieval_scorer import ScorerConfig
 
-SCORING_VERSION = "safety-1"
+SCORING_VERSION = "safety-2"
 """Bump whenever a scoring rule below changes meaning: reports of different versions differ."""
 SAFETY_DEFENSES = ("none", "ring1", "ring2", "ring3", "full")
 """The issue's settings: no defense, each ring alone, all three (``ring12`` stays available with
@@ -52,6 +52,8 @@ ABLATIONS: dict[str, Callable[[PipelineConfig], PipelineConfig]] = {
     "full-no-single-source-refusal": lambda c: replace(c, consensus=replace(
         c.consensus, require_support=False)),
     "full-no-relevance-floor": lambda c: replace(c, scorer=replace(c.scorer, min_relevance={})),
+    "full-no-unknown-term-refusal": lambda c: replace(c, scorer=replace(
+        c.scorer, refuse_unknown_terms=False)),
 }
 ABLATION_BACKEND = "dense"
 QUICK_DEFENSES = ("none", "ring1", "full")
@@ -213,8 +215,11 @@ def _ask_all(pipeline: Pipeline, defense: str, questions: Sequence[tuple[str, st
 
 
 def _config(backend: str, floor: float) -> PipelineConfig:
+    """A policy KB is closed-domain: a question about something it never mentions is out of
+    scope (Ring 2's ``refuse_unknown_terms``), on top of the calibrated relevance floor."""
     return PipelineConfig(backend=backend,
-                          scorer=replace(ScorerConfig(), min_relevance={backend: floor}),
+                          scorer=replace(ScorerConfig(), min_relevance={backend: floor},
+                                         refuse_unknown_terms=True),
                           consensus=ConsensusConfig())
 
 

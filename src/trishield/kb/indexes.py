@@ -93,6 +93,11 @@ class LexicalIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def unknown_terms(self, text: str) -> list[str]:
+        """The text's index terms that occur in no indexed chunk, in order, once each."""
+        vocabulary = self.retriever.vocab_dict if self.retriever is not None else {}
+        return list(dict.fromkeys(t for t in index_terms(text) if t not in vocabulary))
+
     def search(self, query: str, depth: int) -> list[tuple[int, float]]:
         tokens = index_terms(query)
         if self.retriever is None or not tokens:

@@ -418,6 +418,11 @@ class KnowledgeBase:
             return self._refresh_indexes(persist=True)[0]
 
     # -- reading ----------------------------------------------------------------------------
+    def unknown_terms(self, text: str) -> list[str]:
+        """Stemmed content words of ``text`` that no chunk of this KB contains."""
+        _, lexical = self.indexes()
+        return lexical.unknown_terms(text)
+
     def search(self, query: str, *, backend: str = "dense", k: int = 5,
                depth: int | None = None) -> list[Candidate]:
         """The top ``k`` chunks for ``query`` from ``backend`` (dense, bm25 or hybrid)."""
