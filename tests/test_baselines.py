@@ -194,7 +194,7 @@ def test_robustrag_end_to_end_with_the_extractive_reader(kb: KnowledgeBase) -> N
     trace = answer.trace
     check_trace(trace, "robustrag-keyword")
     details = trace["robustrag"]
-    assert len(details["isolated"]) == 5 == len(trace["context"])
+    assert len(details["isolated"]) == 5 == len(trace["context"]) + len(trace["removed"])
     assert trace["llm_calls"] == trace["llm_calls_cached"] == 0
     purposes = [c["purpose"] for c in trace["calls"]]
     assert purposes[:5] == ["isolated answer"] * 5
@@ -353,3 +353,4 @@ def test_robustrag_end_to_end_with_an_llm(kb: KnowledgeBase, smollm_reader: LLMR
     responses = [None if row["refused"] else row["answer"] for row in details["isolated"]]
     assert details["kept"] == aggregate_keywords(responses).kept
     assert (len(calls) == 6) == bool(details["kept"])
+    assert len(trace["context"]) + len(trace["removed"]) == 5

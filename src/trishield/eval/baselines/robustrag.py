@@ -20,8 +20,10 @@ Differences from the reference implementation, and why:
   experts' keywords), not its four-shot template; the extractive reader (no LLM) gets the
   keyword list as its only passage.
 
-``removed`` lists the passages whose isolated answer abstained or contributed no kept keyword:
-their content did not reach the final answer.
+Every one of the ``k`` passages is read (alone, see ``trace["robustrag"]["isolated"]``). The
+trace's ``context`` is the passages whose isolated answer contributed a kept keyword, i.e. what
+reached the final answer; ``removed`` is the others (their isolated answer abstained or was
+outvoted), so ``context`` and ``removed`` partition the candidates as for the other defenses.
 """
 
 from __future__ import annotations
@@ -168,7 +170,6 @@ class RobustRAGKeyword:
         question = check_question(question)
         run = Run(self.name, question, self.backend, self.k, self.reader)
         candidates = run.retrieve(self.kb, question, self.k)
-        run.trace["context"] = [context_row(c) for c in candidates]
         mark = time.perf_counter()
         isolated, responses = [], []
         for candidate in candidates:
@@ -181,7 +182,7 @@ class RobustRAGKeyword:
         run.timed("isolated", mark)
         aggregate = aggregate_keywords(responses, alpha=self.alpha, beta=self.beta)
         kept = set(aggregate.kept)
-        removed = []
+        removed, contributing = [], []
         for candidate, keywords, response in zip(candidates, aggregate.per_response, responses,
                                                  strict=True):
             if response is None:
@@ -190,6 +191,10 @@ class RobustRAGKeyword:
                 removed.append(removed_row(candidate, "none of its isolated answer's keywords "
                                                       f"reached the threshold "
                                                       f"{aggregate.threshold:g}"))
+            else:
+                contributing.append(candidate)
+        # every passage was read (alone); the context is what reached the final answer
+        run.trace["context"] = [context_row(c) for c in contributing]
         run.trace["removed"] = removed
         for row, keywords in zip(isolated, aggregate.per_response, strict=True):
             row["keywords"] = keywords
