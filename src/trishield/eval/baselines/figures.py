@@ -132,8 +132,35 @@ def ragdefender_figures(held_out: int = 300, sample: int = 300) -> dict[str, Any
                 "precision": round(removed_poison / removed, 4) if removed else None,
                 "questions_with_a_poison_in_context": poison_in_context,
             }
+        expansion = expansion_figures(kb, [q for _, q in questions])
     return {"kb_passages": len(clean) + len(poisons) + 118,
-            "kb_ingest_seconds": round(ingest_seconds, 2), "modes": results}
+            "kb_ingest_seconds": round(ingest_seconds, 2), "modes": results,
+            "expansion_k50_prompt_tokens": expansion}
+
+
+def expansion_figures(kb: KnowledgeBase, questions: Sequence[str], *,
+                      model: str = "qwen2.5-0.5b", k: int = 50) -> dict[str, Any]:
+    """Prompt tokens the reader's k=50 prompt really takes: the reader's messages, rendered
+    with the model's own chat template and counted with its own tokenizer (no generation)."""
+    from transformers import AutoTokenizer
+
+    from trishield.llm.reader import build_messages
+    from trishield.models.gguf import resolve_gguf
+
+    path = resolve_gguf(model).path
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
+                                              local_files_only=True)
+    counts = []
+    for question in questions:
+        pairs = [(c.chunk_id, c.chunk.text) for c in kb.search(question, k=k)]
+        messages = build_messages(question, pairs, "chat")
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                            tokenize=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        counts.append(len(ids))
+    return {"model": model, "k": k, "questions": len(counts),
+            "median": int(np.median(counts)), "max": int(max(counts)),
+            "default_n_ctx": 2048, "expansion_n_ctx": 16384}
 
 
 def main() -> None:
