@@ -268,7 +268,7 @@ def test_perplexity_separates_scrambled_text_and_the_filter_removes_it(
     assert trace["perplexity"]["threshold"] == threshold
     assert {s["id"]: s["perplexity"] for s in trace["perplexity"]["scores"]} == {
         "fluent#0": fluent, "scrambled#0": shuffled}
-    assert "23" in answer.answer
+    assert not answer.refused and answer.citations == ["fluent"]
 
 
 @pytest.mark.slow
