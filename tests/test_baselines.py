@@ -273,7 +273,7 @@ def test_perplexity_separates_scrambled_text_and_the_filter_removes_it(
 
 @pytest.mark.slow
 def test_perplexity_calibration_is_reproducible_and_uses_clean_passages_only(
-        tmp_path: Path) -> None:
+        tmp_path: Path, kb: KnowledgeBase) -> None:
     passages = clean_passages(10, seed=3)
     assert all(pid.split(":")[0] in {"hotpotqa", "musique"} for pid, _ in passages)
     assert not {pid for pid, _ in passages} & {pid for pid, _ in clean_passages(10, seed=3,
@@ -289,6 +289,17 @@ def test_perplexity_calibration_is_reproducible_and_uses_clean_passages_only(
     assert first.corpora == ("hotpotqa", "musique") and first.model == "smollm2-135m"
     with pytest.raises(InputError, match="percentile"):
         calibrate_perplexity(cached, sample=10, percentile=100)
+
+    # the factory calibrates when no threshold is given, and the trace says how
+    defense = build_baseline("perplexity-filter", kb, ExtractiveReader(),
+                             config={"sample": 10, "seed": 3})
+    trace = defense.ask(QUESTION).trace
+    check_trace(trace, "perplexity-filter")
+    assert trace["perplexity"]["threshold"] == fresh.threshold
+    assert trace["perplexity"]["calibration"]["seed"] == 3
+    removed = {r["id"] for r in trace["removed"]}
+    assert removed == {s["id"] for s in trace["perplexity"]["scores"]
+                       if s["perplexity"] > fresh.threshold}
 
 
 @pytest.mark.slow

@@ -69,9 +69,11 @@ def perplexity_figures(scorer: PerplexityScorer, *, sample: int = 300,
         "evaluation_poisons": [(d.id, d.text) for d in evaluation_poisons()],
     }
     measured: dict[str, Any] = {}
+    scored: dict[str, list[float]] = {}
     for name, passages in sets.items():
         before = (scorer.stats.computed, scorer.stats.seconds)
         scores = scorer.score([text for _, text in passages])
+        scored[name] = scores
         computed = scorer.stats.computed - before[0]
         seconds = scorer.stats.seconds - before[1]
         measured[name] = {
@@ -81,8 +83,19 @@ def perplexity_figures(scorer: PerplexityScorer, *, sample: int = 300,
             "computed": computed,
             "passages_per_s": round(computed / seconds, 3) if computed and seconds else None,
         }
+    # other clean false-positive rates, same training passages (cached: no new scoring)
+    training = scorer.score([text for _, text in clean_passages(sample)])
+    points = []
+    for percentile in (80.0, 90.0, 95.0, 99.0):
+        cut = float(np.percentile(training, percentile))
+        points.append({"percentile": percentile, "threshold": round(cut, 4),
+                       "held_out_clean_fpr": _rate(scored["held_out_clean_hotpotqa_musique"],
+                                                   cut),
+                       "nq_ground_truth_fpr": _rate(scored["nq_ground_truth"], cut),
+                       "poison_recall": _rate(scored["evaluation_poisons"], cut)})
     return {
         "calibration": calibration.as_dict(),
+        "operating_points": points,
         "held_out_clean_fpr": measured["held_out_clean_hotpotqa_musique"]["above_threshold"],
         "nq_ground_truth_fpr": measured["nq_ground_truth"]["above_threshold"],
         "poison_recall": measured["evaluation_poisons"]["above_threshold"],
