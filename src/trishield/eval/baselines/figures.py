@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -105,50 +106,75 @@ def perplexity_figures(scorer: PerplexityScorer, *, sample: int = 300,
     }
 
 
-def ragdefender_figures(held_out: int = 300, sample: int = 300) -> dict[str, Any]:
-    """RAGDefender on a measurement KB: timing per query and what it removed."""
-    poisons = evaluation_poisons()
-    clean = [Document(id=f"clean:{pid}", text=text)
-             for pid, text in clean_passages(held_out, skip=sample)]
-    questions = evaluation_questions()
-    with (tempfile.TemporaryDirectory(prefix="trishield-figures-") as scratch,
-          KnowledgeBase.open(Path(scratch) / "kb", create=True) as kb):
+def ragdefender_figures(held_out: int = 300, sample: int = 300,
+                        clean_kb: Path | None = None) -> dict[str, Any]:
+    """RAGDefender on a measurement KB: timing per query and what it removed.
+
+    With ``clean_kb`` (e.g. a wiki5k KB built by ``trishield ingest --dataset wiki5k``), a copy
+    of it gets all 500 PoisonedRAG-NQ poisons and all 100 targets are asked, DESIGN.md's
+    setup; otherwise a small KB of NQ ground truth, held-out clean passages and the evaluation
+    poisons is built and the evaluation questions are asked (a small KB has few clean
+    neighbours, so other targets' poisons crowd the pool: use it for timing only).
+    """
+    with tempfile.TemporaryDirectory(prefix="trishield-figures-") as scratch:
+        directory = Path(scratch) / "kb"
         started = time.perf_counter()
-        kb.ingest([*load_named("poisonedrag-nq-gt"), *clean], writer="figures")
-        kb.ingest(poisons, writer="figures")
+        if clean_kb is not None:
+            shutil.copytree(clean_kb, directory)
+            poisons = load_named("poisonedrag-nq")
+            targets = json.loads(DATASETS["poisonedrag-nq"].verified_path().read_text())
+            questions = [(t, targets[t]["question"]) for t in targets]
+            with KnowledgeBase.open(directory) as kb:
+                kb.ingest(poisons, writer="figures")
+        else:
+            poisons = evaluation_poisons()
+            clean = [Document(id=f"clean:{pid}", text=text)
+                     for pid, text in clean_passages(held_out, skip=sample)]
+            questions = evaluation_questions()
+            with KnowledgeBase.open(directory, create=True) as kb:
+                kb.ingest([*load_named("poisonedrag-nq-gt"), *clean], writer="figures")
+                kb.ingest(poisons, writer="figures")
         ingest_seconds = time.perf_counter() - started
-        results = {}
-        for pool in (5, 20):
-            defense = RAGDefenderDefense(kb, ExtractiveReader(), k=5, pool=pool)
-            seconds, removed_poison, removed_clean, poison_in_context = [], 0, 0, 0
-            poisons_in_pool = 0
-            for _, question in questions:
-                trace = defense.ask(question).trace
-                seconds.append(trace["timings_s"]["ragdefender"])
-                is_poison = {c["chunk_id"]: c["doc_id"].startswith("poison:")
-                             for c in trace["candidates"]}
-                poisons_in_pool += sum(is_poison.values())
-                for row in trace["removed"]:
-                    if is_poison[row["id"]]:
-                        removed_poison += 1
-                    else:
-                        removed_clean += 1
-                poison_in_context += any(is_poison[p["id"]] for p in trace["context"])
-            removed = removed_poison + removed_clean
-            results[defense.name] = {
-                "questions": len(questions),
-                "seconds_per_query_median": round(float(np.median(seconds)), 4),
-                "seconds_per_query_p95": round(float(np.percentile(seconds, 95)), 4),
-                "poisons_retrieved": poisons_in_pool,
-                "poison_recall": round(removed_poison / poisons_in_pool, 4)
-                if poisons_in_pool else None,
-                "precision": round(removed_poison / removed, 4) if removed else None,
-                "questions_with_a_poison_in_context": poison_in_context,
-            }
-        expansion = expansion_figures(kb, [q for _, q in questions])
-    return {"kb_passages": len(clean) + len(poisons) + 118,
-            "kb_ingest_seconds": round(ingest_seconds, 2), "modes": results,
-            "expansion_k50_prompt_tokens": expansion}
+        with KnowledgeBase.open(directory) as kb:
+            passages = kb.stats()
+            return _ragdefender_on(kb, questions) | {
+                "kb": str(clean_kb) if clean_kb else "small measurement KB",
+                "kb_counts": {key: passages[key] for key in passages
+                              if key in ("documents", "chunks")},
+                "setup_seconds": round(ingest_seconds, 2)}
+
+
+def _ragdefender_on(kb: KnowledgeBase, questions: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    results = {}
+    for pool in (5, 20):
+        defense = RAGDefenderDefense(kb, ExtractiveReader(), k=5, pool=pool)
+        seconds, removed_poison, removed_clean, poison_in_context = [], 0, 0, 0
+        poisons_in_pool = 0
+        for _, question in questions:
+            trace = defense.ask(question).trace
+            seconds.append(trace["timings_s"]["ragdefender"])
+            is_poison = {c["chunk_id"]: c["doc_id"].startswith("poison:")
+                         for c in trace["candidates"]}
+            poisons_in_pool += sum(is_poison.values())
+            for row in trace["removed"]:
+                if is_poison[row["id"]]:
+                    removed_poison += 1
+                else:
+                    removed_clean += 1
+            poison_in_context += any(is_poison[p["id"]] for p in trace["context"])
+        removed = removed_poison + removed_clean
+        results[defense.name] = {
+            "questions": len(questions),
+            "seconds_per_query_median": round(float(np.median(seconds)), 4),
+            "seconds_per_query_p95": round(float(np.percentile(seconds, 95)), 4),
+            "poisons_retrieved": poisons_in_pool,
+            "poison_recall": round(removed_poison / poisons_in_pool, 4)
+            if poisons_in_pool else None,
+            "precision": round(removed_poison / removed, 4) if removed else None,
+            "questions_with_a_poison_in_context": poison_in_context,
+        }
+    expansion = expansion_figures(kb, [q for _, q in questions])
+    return {"modes": results, "expansion_k50_prompt_tokens": expansion}
 
 
 def expansion_figures(kb: KnowledgeBase, questions: Sequence[str], *,
@@ -183,6 +209,8 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=300)
     parser.add_argument("--held-out", type=int, default=300)
     parser.add_argument("--skip-ragdefender", action="store_true")
+    parser.add_argument("--clean-kb", type=Path,
+                        help="a clean wiki5k KB to copy and poison for the RAGDefender figures")
     parser.add_argument("--out", type=Path, help="also write the figures to this JSON file")
     arguments = parser.parse_args()
     scorer = PerplexityScorer(threads=arguments.threads)
@@ -190,7 +218,8 @@ def main() -> None:
         scorer, sample=arguments.sample, held_out=arguments.held_out)}
     print(json.dumps(figures, indent=2, sort_keys=True), flush=True)
     if not arguments.skip_ragdefender:
-        figures["ragdefender"] = ragdefender_figures(arguments.held_out, arguments.sample)
+        figures["ragdefender"] = ragdefender_figures(arguments.held_out, arguments.sample,
+                                                    arguments.clean_kb)
         print(json.dumps(figures["ragdefender"], indent=2, sort_keys=True), flush=True)
     if arguments.out:
         arguments.out.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
