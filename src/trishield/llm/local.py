@@ -155,6 +155,24 @@ class LocalGGUFBackend:
     def __repr__(self) -> str:
         return f"LocalGGUFBackend({self.name!r}, sha256={self.identity[:12]})"
 
+    def with_context(self, n_ctx: int) -> LocalGGUFBackend:
+        """The same model with another context size (a separate llama.cpp instance): for a
+        reader that must read far more than the default 2,048 tokens, e.g. 50 passages."""
+        return LocalGGUFBackend(self._source, n_ctx=n_ctx, n_threads=self.n_threads,
+                                name=self.name, vendor=self.vendor,
+                                chat_template=self.chat_template)
+
+    def trained_context(self) -> int | None:
+        """The context length the model was trained for (GGUF ``<arch>.context_length``)."""
+        path = self._resolve().path
+        architecture = read_gguf_metadata(path, ["general.architecture"]).get(
+            "general.architecture")
+        if not architecture:
+            return None
+        value = read_gguf_metadata(path, [f"{architecture}.context_length"]).get(
+            f"{architecture}.context_length")
+        return int(value) if value else None
+
     def load(self) -> float:
         """Load the model now (verifying its sha256); returns the seconds loading took."""
         return loaded_server(self._resolve(), self.n_ctx, self.n_threads).seconds

@@ -93,6 +93,12 @@ class Embedder:
     def dimension(self) -> int:
         return self.model.dimension
 
+    @property
+    def sentence_transformer(self):
+        """The loaded, hash-verified SentenceTransformer, for libraries that want one (e.g.
+        RAGDefender): handing them this instance keeps them off the model hub."""
+        return self._encoder
+
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
                progress: bool = False) -> np.ndarray:
         if not texts:

@@ -1,0 +1,109 @@
+"""RAGDefender (Kim, Lee and Koo, ACSAC 2025), the PyPI package ``ragdefender`` 0.2.0 (MIT).
+
+A post-retrieval filter with no LLM: stage 1 estimates how many retrieved passages are
+adversarial (``single_hop``: two-cluster agglomerative clustering of the embeddings plus a
+TF-IDF vote on which cluster is the attack), stage 2 drops the passages that take part in the
+most similar pairs. It exploits what PoisonedRAG's poisons have in common: several
+near-duplicates of each other.
+
+Two modes, as DESIGN.md measured them on the same setup:
+
+* ``ragdefender-top5``: applied to the top ``k`` alone (when every one of them is a poison
+  there is nothing clean to keep, which is why it barely helps);
+* ``ragdefender-pool20``: applied to ``pool=20`` candidates, the reader gets the top ``k``
+  survivors in retrieval order.
+
+Offline: the package would load its embedder from the model hub by name, but it accepts an
+instantiated SentenceTransformer and returns it unchanged, so it is handed the knowledge base's
+own hash-verified model (all-MiniLM-L6-v2 by default, RAGDefender's own default checkpoint).
+"""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+from typing import Any
+
+from trishield.errors import InputError, ModelError
+from trishield.eval.baselines.base import (
+    Run,
+    check_backend,
+    check_k,
+    check_question,
+    check_reader,
+    removed_row,
+)
+from trishield.kb import KnowledgeBase
+from trishield.models.embedders import load_embedder
+from trishield.pipeline import Answer
+
+TASK_TYPES = ("single_hop", "multi_hop")
+
+
+@cache
+def _defender(embedding_model: str, task_type: str) -> Any:
+    """One RAGDefender per embedding model and task type (they hold no per-query state)."""
+    try:
+        import ragdefender
+        from ragdefender import RAGDefender
+    except ImportError:
+        raise ModelError("RAGDefender needs the package ragdefender: "
+                         "pip install ragdefender==0.2.0") from None
+    if ragdefender.__version__ != "0.2.0":
+        # 0.1.1 truncated the list instead of running stage 2; other versions are unmeasured
+        raise ModelError(f"ragdefender {ragdefender.__version__} is installed; TriShield's "
+                         "comparison is pinned to 0.2.0")
+    encoder = load_embedder(embedding_model).sentence_transformer
+    return RAGDefender(embedder=encoder, task_type=task_type, device="cpu")
+
+
+class RAGDefenderDefense:
+    """Retrieve ``pool`` candidates, let RAGDefender drop the ones it calls adversarial, answer
+    from the top ``k`` survivors."""
+
+    def __init__(self, kb: KnowledgeBase, reader: object, *, backend: str = "dense",
+                 k: int = 5, pool: int | None = None, task_type: str = "single_hop"):
+        self.kb = kb
+        self.reader = check_reader(reader)
+        self.backend = check_backend(backend)
+        self.k = check_k(k)
+        self.pool = self.k if pool is None else check_k(pool, "pool")
+        if self.pool < self.k:
+            raise InputError(f"pool ({self.pool}) must be at least k ({self.k})")
+        if task_type not in TASK_TYPES:
+            raise InputError(f"unknown RAGDefender task type {task_type!r}; choose from "
+                             f"{', '.join(TASK_TYPES)}")
+        self.task_type = task_type
+        self.name = (f"ragdefender-top{self.k}" if self.pool == self.k
+                     else f"ragdefender-pool{self.pool}")
+
+    def ask(self, question: str) -> Answer:
+        question = check_question(question)
+        run = Run(self.name, question, self.backend, self.k, self.reader)
+        candidates = run.retrieve(self.kb, question, self.pool)
+        details: dict[str, Any] = {"package": "ragdefender 0.2.0", "task_type": self.task_type,
+                                   "embedder": self.kb.settings.embedding_model,
+                                   "pool": self.pool}
+        removed_indices: list[int] = []
+        mark = time.perf_counter()
+        if len(candidates) < 2:
+            # its clustering needs two passages; one passage has no near-duplicate to find
+            details["skipped"] = f"only {len(candidates)} candidate(s): nothing to group"
+        else:
+            defender = _defender(self.kb.settings.embedding_model, self.task_type)
+            _, removed_indices = defender.defend(question, [c.chunk.text for c in candidates],
+                                                 task_type=self.task_type,
+                                                 return_indices=True)
+            removed_indices = sorted(int(i) for i in removed_indices)
+        run.timed("ragdefender", mark)
+        details["n_adv"] = len(removed_indices)
+        details["removed_ranks"] = [candidates[i].rank for i in removed_indices]
+        run.trace["ragdefender"] = details
+        dropped = set(removed_indices)
+        run.trace["removed"] = [
+            removed_row(candidates[i], f"RAGDefender ({self.task_type}) estimated "
+                                       f"{len(dropped)} adversarial passage(s) of "
+                                       f"{len(candidates)} and picked this one")
+            for i in removed_indices]
+        survivors = [c for i, c in enumerate(candidates) if i not in dropped]
+        return run.answer(question, survivors[:self.k])
