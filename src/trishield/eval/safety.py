@@ -37,6 +37,7 @@ from trishield.pipeline import RINGS_OF, Answer, Pipeline, PipelineConfig
 from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.retrieval_scorer import ScorerConfig
+from trishield.text import QUESTION_PHRASING
 
 SCORING_VERSION = "safety-2"
 """Bump whenever a scoring rule below changes meaning: reports of different versions differ."""
@@ -123,17 +124,26 @@ def calibrate_floor(answerable: Sequence[float], unanswerable: Sequence[float]) 
             "answerable": len(answerable), "unanswerable": len(unanswerable)}
 
 
+def out_of_scope(kb: KnowledgeBase, question: str) -> list[str]:
+    """What Ring 2's closed-domain check refuses the question for (empty: it passes)."""
+    return [t for t in kb.unknown_terms(question) if t not in QUESTION_PHRASING]
+
+
 def calibrate(kb: KnowledgeBase, suite: SafetySuite, backends: Sequence[str]) -> dict[str, Any]:
+    """Per backend, the relevance floor for what the closed-domain check lets through: the
+    training unanswerable questions it already refuses are not the floor's job, so they do
+    not pull the floor up into the answerable questions' scores."""
     calibration = {}
+    left = [q for q in suite.training_unanswerable if not out_of_scope(kb, q.question)]
     for backend in backends:
         def top(question: str, backend: str = backend) -> float:
             found = kb.search(question, backend=backend, k=1)
             return found[0].score if found else 0.0
 
-        calibration[backend] = calibrate_floor([top(q.question)
-                                                for q in suite.training_answerable],
-                                               [top(q.question)
-                                                for q in suite.training_unanswerable])
+        calibration[backend] = calibrate_floor(
+            [top(q.question) for q in suite.training_answerable],
+            [top(q.question) for q in left]) | {
+                "unanswerable_out_of_scope": len(suite.training_unanswerable) - len(left)}
     return calibration
 
 
@@ -417,13 +427,16 @@ def render_html(payload: dict[str, Any]) -> str:
             [(d, (r["benign"]["correct"] / r["benign"]["total"]) if r["benign"]["total"]
               else 0.0) for d, r in by_defense.items()]))
     sections.append(("Charts", "".join(charts)))
-    calibration_rows = [[b, c["floor"], c["answerable"], c["unanswerable"]]
+    calibration_rows = [[b, c["floor"], c["answerable"], c["unanswerable"],
+                         c["unanswerable_out_of_scope"]]
                         for b, c in payload["calibration"].items()]
     curves = "".join(rep.table(["floor", "false refusals", "unanswerable answered"],
                                [[p["floor"], p["false_refusals"], p["unanswerable_answered"]]
                                 for p in c["curve"]]) for c in payload["calibration"].values())
     sections.append(("Refusal calibration (training questions only)",
-                     rep.table(["backend", "floor", "answerable", "unanswerable"],
+                     rep.table(["backend", "floor", "answerable",
+                                "unanswerable left to the floor",
+                                "unanswerable refused as out of scope"],
                                calibration_rows) + curves))
     ablation = payload["ablations"]
     sections.append((f"Ablations of full on {ablation['backend']}", rep.table(
