@@ -216,11 +216,13 @@ def test_scoring_reports_missing_answers_as_incomplete() -> None:
 # -- the CLI smoke run -------------------------------------------------------------------------
 
 def _run(out: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
-    # the quick matrix's own defenses (incl. the perplexity filter and RAGDefender) with the
-    # extractive reader, so the smoke run needs no LLM
+    # TriShield's settings and RAGDefender with the extractive reader, so the smoke run needs
+    # no LLM (the perplexity filter's real LM is exercised in test_baselines.py)
+    defenses = [arg for name in ("none", "ring1", "ring2", "full-gated", "ragdefender-pool20")
+                for arg in ("--defense", name)]
     return subprocess.run(
         [sys.executable, "-m", "trishield.cli", "eval", "poisonedrag", "--quick", "--out",
-         str(out), "--work-dir", str(work), "--panel", "extractive", *extra],
+         str(out), "--work-dir", str(work), "--panel", "extractive", *defenses, *extra],
         capture_output=True, text=True, timeout=1200, check=False)
 
 

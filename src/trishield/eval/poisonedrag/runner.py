@@ -124,6 +124,10 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     say(f"{len(checkpoint.records)} answers already checkpointed, {len(pending)} to go")
     panel = build_panel(options.panel)
     provenance = Provenance(options.seed)
+    # the perplexity threshold is calibrated on clean training passages: 300 for the real
+    # run, 30 for the smoke run (scoring a passage takes seconds on 2 cores)
+    baseline_config = {"perplexity-filter": {"sample": 30 if options.quick else 300,
+                                             "seed": options.seed}}
     done = 0
     for block in blocks:
         for defense in block.defenses:
@@ -136,7 +140,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
             with KnowledgeBase.open(path) as kb:
                 view = kb if block.condition is None else ConditionedKB(
                     kb, block.condition, provenance, k=options.k)
-                ask = make_asker(defense, view, panel, config)
+                ask = make_asker(defense, view, panel, config, baseline_config)
                 for question in todo:
                     if isinstance(view, ConditionedKB) and question.target is not None:
                         view.target = question.target.id
