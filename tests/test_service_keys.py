@@ -150,7 +150,8 @@ def test_keys_cli_rejects_bad_input(tmp_path: Path, args: tuple[str, ...]) -> No
 
 
 def test_sign_rejects_a_key_that_is_not_ed25519(tmp_path: Path) -> None:
-    (tmp_path / "bad.pem").write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    (tmp_path / "bad.pem").write_text(
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
     (tmp_path / "d.jsonl").write_text(json.dumps({"id": "a", "text": TEXT}) + "\n")
     result = _cli("keys", "sign", str(tmp_path / "d.jsonl"), "--publisher", "acme",
                   "--private-key", str(tmp_path / "bad.pem"))
