@@ -114,7 +114,7 @@ def policy_batch(prefix: str, size: int) -> list[dict[str, str]]:
     """Distinct, plausible policy paragraphs (Ring 1 lets them through)."""
     items = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "maps"]
     return [{"id": f"{prefix}-{n}",
-             "text": " ".join(f"Store {n} note {line}: {items[n % len(items)]} bought in "
+             "text": " ".join(f"{prefix} store {n} note {line}: {items[n % len(items)]} bought in "
                               f"branch {n} may be exchanged within {10 + line} days when "
                               "unused and with a receipt." for line in range(5))}
             for n in range(size)]

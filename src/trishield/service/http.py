@@ -1,6 +1,7 @@
 """HTTP plumbing that keeps bad input out and turns every failure into a clear 4xx.
 
-* :class:`BodyGuard` reads a request body before any route sees it: over the size limit
+* :class:`BodyGuard` refuses request heads over 16 KiB (431: HTTP parsers differ in what they
+  allow), then reads a request body before any route sees it: over the size limit
   -> 413 (checked against ``Content-Length`` first, then while streaming, so a lying or
   missing header cannot get more through); not JSON -> 415; not UTF-8 -> 400 naming the byte;
   not valid JSON, a duplicate key, ``NaN``/``Infinity`` or absurd nesting -> 400 naming the
@@ -35,6 +36,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MAX_JSON_DEPTH = 64
+MAX_HEADER_BYTES = 16 * 1024
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
@@ -118,7 +120,15 @@ class BodyGuard:
         self.limit_for = limit_for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header_bytes = sum(len(name) + len(value) for name, value in scope["headers"])
+        if header_bytes > MAX_HEADER_BYTES:
+            await error_body(431, f"request headers of {header_bytes:,} bytes are over the "
+                                  f"limit of {MAX_HEADER_BYTES:,}")(scope, receive, send)
+            return
+        if scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
         limit = self.limit_for(scope["method"], scope["path"])

@@ -14,8 +14,9 @@ from rich.console import Console
 from trishield.service.app import create_app
 from trishield.service.runtime import Runtime, ServiceConfig
 
-MAX_HEADER_BYTES = 16 * 1024
-"""Request heads larger than this are refused by the HTTP parser (h11) with a 4xx."""
+MAX_HEADER_BYTES = 64 * 1024
+"""The HTTP parser's own bound on an incomplete request head; the app refuses heads over
+16 KiB with a 431 (:class:`trishield.service.http.BodyGuard`)."""
 
 
 def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info",
@@ -32,6 +33,6 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
             console.print("[yellow]no API keys yet:[/] every /v1 request will get 401; "
                           f"create one with `trishield keys create NAME --role admin "
                           f"--kb {config.kb_dir}`")
-    uvicorn.run(app, host=host, port=port, log_level=log_level,
+    uvicorn.run(app, host=host, port=port, log_level=log_level, http="h11",
                 h11_max_incomplete_event_size=MAX_HEADER_BYTES, server_header=False,
                 timeout_keep_alive=5, access_log=log_level == "debug")
