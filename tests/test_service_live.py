@@ -175,7 +175,33 @@ def test_kill_9_mid_ingest_then_restart(demo_kb_template: Path, tmp_path: Path) 
     keys = Keys.create(kb_dir)
     acknowledged, interrupted = policy_batch("acked", 6), policy_batch("killed", 6)
 
+    servers: list[ServerProcess] = []
+    try:
+        _kill_scenario(kb_dir, keys, acknowledged, interrupted, servers)
+    finally:
+        for process in servers:  # whatever an assertion left running
+            process.kill()
+    counts = _kb_consistent(kb_dir)
+    with KnowledgeBase.open(kb_dir) as kb:
+        audit = [e for e in kb.store.audit_log(200) if e["action"] == "ingest"
+                 and e["doc_id"].startswith(("acked", "killed"))]
+    assert len(audit) == len(acknowledged) + len(interrupted)
+    assert {e["writer"] for e in audit} == {"wes"}
+    assert counts["documents"] == 8 + len(acknowledged) + len(interrupted)
+
+
+def test_json_error_bodies_over_the_wire(server) -> None:
+    process, keys, _ = server
+    response = httpx.post(f"{process.url}/v1/ask", headers=bearer(keys.reader) |
+                          {"Content-Type": "application/json"}, content=b"{not json")
+    assert response.status_code == 400
+    assert json.loads(response.text)["error"].startswith("request body is not valid JSON")
+
+
+def _kill_scenario(kb_dir: Path, keys: Keys, acknowledged: list[dict], interrupted: list[dict],
+                   servers: list[ServerProcess]) -> None:
     first = ServerProcess(kb_dir)
+    servers.append(first)
     first.wait_ready()
     reply = httpx.post(f"{first.url}/v1/documents", headers=bearer(keys.writer), timeout=300,
                        json={"documents": acknowledged})
@@ -183,6 +209,7 @@ def test_kill_9_mid_ingest_then_restart(demo_kb_template: Path, tmp_path: Path) 
     first.kill()  # right after the acknowledgement
 
     second = ServerProcess(kb_dir, fault="inside-commit")
+    servers.append(second)
     second.wait_ready()
     outcome: dict[str, object] = {}
 
@@ -202,6 +229,7 @@ def test_kill_9_mid_ingest_then_restart(demo_kb_template: Path, tmp_path: Path) 
     assert "error" in outcome, "the interrupted ingest must not have been acknowledged"
 
     third = ServerProcess(kb_dir)
+    servers.append(third)
     try:
         third.wait_ready()
         for document in acknowledged:
@@ -218,18 +246,3 @@ def test_kill_9_mid_ingest_then_restart(demo_kb_template: Path, tmp_path: Path) 
         assert resent.status_code == 200 and len(resent.json()["added"]) == len(interrupted)
     finally:
         third.stop()
-    counts = _kb_consistent(kb_dir)
-    with KnowledgeBase.open(kb_dir) as kb:
-        audit = [e for e in kb.store.audit_log(200) if e["action"] == "ingest"
-                 and e["doc_id"].startswith(("acked", "killed"))]
-    assert len(audit) == len(acknowledged) + len(interrupted)
-    assert {e["writer"] for e in audit} == {"wes"}
-    assert counts["documents"] == 8 + len(acknowledged) + len(interrupted)
-
-
-def test_json_error_bodies_over_the_wire(server) -> None:
-    process, keys, _ = server
-    response = httpx.post(f"{process.url}/v1/ask", headers=bearer(keys.reader) |
-                          {"Content-Type": "application/json"}, content=b"{not json")
-    assert response.status_code == 400
-    assert json.loads(response.text)["error"].startswith("request body is not valid JSON")
