@@ -166,6 +166,7 @@ def test_quarantine_page_lists_and_releases_for_admins(live_app, browser) -> Non
     _use_key(browser, url, "quarantine.html", keys.admin)
     _wait(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
           == "loaded")
+    assert browser.find_element(By.ID, "status").text == ""
     rows = browser.find_elements(By.CSS_SELECTOR, "#quarantine-table tbody tr")
     held = [row for row in rows if "held/" in row.text]
     assert held and "mallory" in held[0].text

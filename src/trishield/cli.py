@@ -318,7 +318,7 @@ def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
 @click.option("--panel", "panel_option", help="Default panel, comma-separated "
               "(default: the config file's).")
 @click.option("--allow-members", help="Comma-separated members a request may choose "
-              "(default: the panel, every registry model and extractive).")
+              "(default: the default panel's members and extractive).")
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)

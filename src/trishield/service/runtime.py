@@ -83,12 +83,10 @@ class Runtime:
         self._readers: dict[str, Reader] = {}
         self._readers_lock = threading.Lock()
         self.default_specs = {_member_name(spec): spec for spec in config.settings.panel}
-        if config.allowed_members is not None:
-            allowed = list(config.allowed_members)
-        else:
-            from trishield.models.gguf import GGUF_MODELS
-
-            allowed = [*self.default_specs, *GGUF_MODELS, EXTRACTIVE]
+        # a request may pick among these only: naming any model would let a reader make the
+        # server load (and keep in memory) every model it knows
+        allowed = (list(config.allowed_members) if config.allowed_members is not None
+                   else [*self.default_specs, EXTRACTIVE])
         self.allowed = tuple(dict.fromkeys(allowed))
 
     def close(self) -> None:

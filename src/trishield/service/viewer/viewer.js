@@ -263,6 +263,7 @@ async function loadQuarantine() {
 function setUpQuarantinePage() {
   setUpKeyForm((me) => {
     if (me.role !== "admin") { status("the quarantine is for admins; this key is " + me.role, true); return; }
+    status("");
     loadQuarantine().catch((error) => status(error.message, true));
   });
 }
