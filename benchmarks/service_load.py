@@ -111,19 +111,20 @@ def main() -> None:
                         help="per concurrency level (each answer takes seconds on 2 cores)")
     parser.add_argument("--cell-seconds", type=float, default=120.0)
     parser.add_argument("--max-concurrent-asks", type=int, default=2)
-    parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--only", choices=["search", "extractive", "local"], action="append",
+                        help="Run only these rows (repeatable); default all three.")
     options = parser.parse_args()
 
     asked = [q.question for q in questions()]
-    scenarios = [
-        ("/v1/search", "search (dense, k=5)", options.search_requests,
-         [{"query": q, "k": 5} for q in asked]),
-        ("/v1/ask", "ask, extractive reader (full)", options.extractive_requests,
-         [{"question": q, "panel": ["extractive"]} for q in asked]),
-    ]
-    if not options.skip_local:
-        scenarios.append(("/v1/ask", "ask, local panel (full, gated)", options.local_requests,
-                          [{"question": q} for q in asked]))
+    every = {
+        "search": ("/v1/search", "search (dense, k=5)", options.search_requests,
+                   [{"query": q, "k": 5} for q in asked]),
+        "extractive": ("/v1/ask", "ask, extractive reader (full)", options.extractive_requests,
+                       [{"question": q, "panel": ["extractive"]} for q in asked]),
+        "local": ("/v1/ask", "ask, local panel (full, gated)", options.local_requests,
+                  [{"question": q} for q in asked]),
+    }
+    scenarios = [every[name] for name in (options.only or every)]
     with tempfile.TemporaryDirectory(prefix="trishield-load-") as scratch:
         kb_dir = Path(scratch) / "kb"
         with KnowledgeBase.open(kb_dir, create=True) as kb:
@@ -143,7 +144,11 @@ def main() -> None:
                     print(json.dumps(row), file=sys.stderr, flush=True)
         finally:
             process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # an ask still inside a model
+                process.kill()
+                process.wait(timeout=30)
     header = (f"{'endpoint':<34} {'clients':>7} {'ok':>5} {'err':>4} {'req/s':>8} "
               f"{'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9}")
     print(header)
