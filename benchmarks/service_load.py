@@ -36,6 +36,8 @@ from trishield.kb import KnowledgeBase, load_path
 from trishield.service.keys import KeyStore
 
 CONCURRENCY = (1, 4, 16)
+REQUEST_TIMEOUT = 1800.0
+"""Sixteen local-panel asks queued behind two ask slots wait minutes on 2 cores."""
 RESULTS = Path(__file__).parent / "results" / "service_load.json"
 
 
@@ -76,13 +78,17 @@ def _run_cell(url: str, token: str, path: str, bodies: list[dict], clients: int,
     counter = iter(range(total))
 
     def client_loop() -> None:
-        with httpx.Client(base_url=url, timeout=600,
+        with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT,
                           headers={"Authorization": f"Bearer {token}"}) as client:
             for number in counter:
                 if time.monotonic() > deadline:
                     return
                 started = time.perf_counter()
-                response = client.post(path, json=bodies[number % len(bodies)])
+                try:
+                    response = client.post(path, json=bodies[number % len(bodies)])
+                except httpx.TransportError as error:  # counted, never fatal
+                    errors.append(f"{type(error).__name__}: {error}")
+                    continue
                 elapsed = time.perf_counter() - started
                 if response.status_code == 200:
                     latencies.append(elapsed)
@@ -111,6 +117,8 @@ def main() -> None:
                         help="per concurrency level (each answer takes seconds on 2 cores)")
     parser.add_argument("--cell-seconds", type=float, default=120.0)
     parser.add_argument("--max-concurrent-asks", type=int, default=2)
+    parser.add_argument("--clients", type=int, action="append",
+                        help="Concurrency levels (repeatable); default 1, 4 and 16.")
     parser.add_argument("--only", choices=["search", "extractive", "local"], action="append",
                         help="Run only these rows (repeatable); default all three.")
     options = parser.parse_args()
@@ -135,9 +143,9 @@ def main() -> None:
         try:
             for path, label, total, bodies in scenarios:
                 # one untimed request first: loads the panel's models
-                httpx.post(f"{url}{path}", json=bodies[0], timeout=600,
+                httpx.post(f"{url}{path}", json=bodies[0], timeout=REQUEST_TIMEOUT,
                            headers={"Authorization": f"Bearer {token}"})
-                for clients in CONCURRENCY:
+                for clients in options.clients or CONCURRENCY:
                     row = {"endpoint": label} | _run_cell(url, token, path, bodies, clients,
                                                           total, options.cell_seconds)
                     rows.append(row)
