@@ -11,7 +11,14 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: install demo test lint bench clean
 
+# The browser tests drive Debian's chromium through chromium-driver (never a browser download).
+BROWSER_PACKAGES := chromium chromium-driver
+
 $(STAMP): pyproject.toml
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(BROWSER_PACKAGES); }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(VENV)/bin/python -m pip show torch >/dev/null 2>&1 || \

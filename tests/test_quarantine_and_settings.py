@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trishield.errors import InputError
+from trishield.errors import ConflictError, InputError, NotFoundError
 from trishield.kb import Document, KnowledgeBase
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
 from trishield.settings import load_settings
@@ -52,8 +52,11 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
         assert kb.store.audit_log(limit=2)[-1]["action"] == "release"
         hits = kb.search("return an item for a refund within 90 days", backend="bm25", k=20)
         assert "poison-refund" in {c.doc_id for c in hits}
-        with pytest.raises(InputError, match="no document"):
+        # a second release names who released it (the service maps this to 409 Conflict)
+        with pytest.raises(ConflictError, match=r"already released .* by admin-alice"):
             kb.release("poison-refund", by="admin-alice")
+        with pytest.raises(NotFoundError, match="no document 'never-held'"):
+            kb.release("never-held", by="admin-alice")
 
 
 def test_trusted_writers_are_scored_but_not_quarantined(demo_kb_dir: Path) -> None:

@@ -357,6 +357,201 @@ def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
 
 @cli.command()
 @kb_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (loopback by default; put TLS in front for more).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--max-body-bytes", type=click.IntRange(min=1024),
+              default=8 * 1024 * 1024, show_default=True,
+              help="Largest accepted ingest body; larger ones get 413.")
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="KB handles for concurrent requests.")
+@click.option("--max-concurrent-asks", type=click.IntRange(1, 64), default=2,
+              show_default=True, help="Asks inside the pipeline at once (LLM calls are "
+                                      "CPU-bound); the others wait their turn.")
+@click.option("--panel", "panel_option", help="Default panel, comma-separated "
+              "(default: the config file's).")
+@click.option("--allow-members", help="Comma-separated members a request may choose "
+              "(default: the default panel's members and extractive).")
+@click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
+                                                "debug"]), default="info", show_default=True)
+@config_option
+def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
+          max_concurrent_asks: int, panel_option: str | None, allow_members: str | None,
+          no_cache: bool, log_level: str, config_file: Path | None) -> None:
+    """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
+    from dataclasses import replace
+
+    from trishield.llm.panel import parse_panel_option
+    from trishield.service.runtime import ServiceConfig
+    from trishield.service.server import serve as run_server
+    from trishield.settings import load_settings
+
+    settings = load_settings(config_file)
+    if panel_option:
+        settings = replace(settings, panel=tuple(parse_panel_option(panel_option)))
+    allowed = tuple(parse_panel_option(allow_members)) if allow_members else None
+    run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,
+                             workers=workers, max_concurrent_asks=max_concurrent_asks,
+                             allowed_members=allowed, use_cache=not no_cache),
+               host=host, port=port, log_level=log_level, console=errors)
+
+
+@cli.group()
+def keys() -> None:
+    """API keys (writer, role, tier) and trusted publishers of a KB's service."""
+
+
+def _key_store(kb_dir: Path):
+    from trishield.kb import KnowledgeBase
+    from trishield.service.keys import KeyStore
+
+    KnowledgeBase.open(kb_dir, create=True).close()  # keys live beside a KB, never alone
+    return KeyStore(kb_dir)
+
+
+@keys.command("create")
+@click.argument("name")
+@kb_option
+@click.option("--role", type=click.Choice(["reader", "writer", "admin"]), required=True)
+@click.option("--tier", type=click.Choice(["trusted", "neutral", "untrusted"]),
+              default="neutral", show_default=True,
+              help="Provenance tier of what this key writes.")
+@json_option
+def keys_create(name: str, kb_dir: Path, role: str, tier: str, json_output: bool) -> None:
+    """Create an API key for writer NAME; the key is printed once and stored hashed."""
+    key, token = _key_store(kb_dir).create_key(name, role, tier)
+    if json_output:
+        _print_json(key.as_dict() | {"token": token})
+        return
+    console.print(f"created key {key.key_id} for {escape(name)} (role {role}, tier {tier}).")
+    console.print("The key is shown only now; store it safely:")
+    click.echo(token)
+
+
+@keys.command("list")
+@kb_option
+@json_option
+def keys_list(kb_dir: Path, json_output: bool) -> None:
+    """List API keys and publishers (never the secrets)."""
+    store = _key_store(kb_dir)
+    api_keys, publishers = store.api_keys(), store.publishers()
+    if json_output:
+        _print_json({"keys": [k.as_dict() for k in api_keys],
+                     "publishers": [p.as_dict() for p in publishers]})
+        return
+    table = Table(title=f"API keys of {kb_dir}", title_justify="left")
+    for column in ("key id", "writer", "role", "tier", "state"):
+        table.add_column(column)
+    for key in api_keys:
+        table.add_row(key.key_id, escape(key.name), key.role.label, key.tier,
+                      "[red]revoked[/]" if key.revoked_at else "active")
+    console.print(table)
+    table = Table(title="trusted publishers", title_justify="left")
+    for column in ("publisher", "Ed25519 public key", "state"):
+        table.add_column(column)
+    for publisher in publishers:
+        table.add_row(escape(publisher.name), publisher.public_key,
+                      "[red]revoked[/]" if publisher.revoked_at else "active")
+    console.print(table)
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@kb_option
+def keys_revoke(key_id: str, kb_dir: Path) -> None:
+    """Revoke the API key KEY_ID (effective on the service's next request)."""
+    key = _key_store(kb_dir).revoke_key(key_id)
+    console.print(f"revoked key {key.key_id} of {escape(key.name)}")
+
+
+@keys.command("publisher-new")
+@click.argument("name")
+@kb_option
+@click.option("--private-key", "private_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the new private key (PEM, mode 0600; must not exist).")
+def keys_publisher_new(name: str, kb_dir: Path, private_path: Path) -> None:
+    """Generate an Ed25519 key pair for publisher NAME and register its public key."""
+    from trishield.errors import InputError
+    from trishield.service.signing import generate_private_key
+
+    if private_path.exists():
+        raise InputError("refusing to overwrite an existing file", path=str(private_path))
+    store = _key_store(kb_dir)
+    pem, public = generate_private_key()
+    store.add_publisher(name, public)
+    descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(pem)
+    console.print(f"registered publisher {escape(name)} (public key {public}); private key "
+                  f"written to {private_path}")
+
+
+@keys.command("publisher-add")
+@click.argument("name")
+@click.argument("public_key_file", type=click.Path(dir_okay=False, exists=True,
+                                                   path_type=Path))
+@kb_option
+def keys_publisher_add(name: str, public_key_file: Path, kb_dir: Path) -> None:
+    """Register publisher NAME's Ed25519 public key (PEM, or base64 of the raw 32 bytes)."""
+    from trishield.errors import InputError
+    from trishield.service.signing import parse_public_key
+
+    try:
+        text = public_key_file.read_text(encoding="ascii")
+    except UnicodeDecodeError:
+        raise InputError("a public key file is ASCII (PEM or base64)",
+                         path=str(public_key_file)) from None
+    public = parse_public_key(text, where=str(public_key_file))
+    _key_store(kb_dir).add_publisher(name, public)
+    console.print(f"registered publisher {escape(name)} (public key {public})")
+
+
+@keys.command("publisher-revoke")
+@click.argument("name")
+@kb_option
+def keys_publisher_revoke(name: str, kb_dir: Path) -> None:
+    """Revoke publisher NAME: its signatures no longer make documents trusted."""
+    _key_store(kb_dir).revoke_publisher(name)
+    console.print(f"revoked publisher {escape(name)}")
+
+
+@keys.command("sign")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--publisher", required=True, help="The registered publisher name.")
+@click.option("--private-key", "private_path", required=True,
+              type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the signed request body here (default: stdout).")
+def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | None) -> None:
+    """Sign the documents in PATH (JSONL, .txt/.md or a folder) as PUBLISHER.
+
+    Prints a POST /v1/documents body in which each document carries
+    {"provenance": {"publisher", "signature"}} over its content sha256.
+    """
+    from trishield.kb import load_path
+    from trishield.service.keys import check_name
+    from trishield.service.signing import load_private_key, sign
+
+    check_name(publisher, "publisher name")
+    private = load_private_key(private_path)
+    batch = load_path(path)
+    body = {"documents": [
+        {"id": d.id, "text": d.text, "title": d.title, "source": d.source,
+         "provenance": {"publisher": publisher, "signature": sign(private, d.content_hash)}}
+        for d in batch.documents]}
+    text = json.dumps(body, ensure_ascii=False, indent=1)
+    if out_path is None:
+        click.echo(text)
+        return
+    out_path.write_text(text + "\n", encoding="utf-8")
+    errors.print(f"signed {len(batch.documents)} document(s) as {escape(publisher)} -> "
+                 f"{out_path}")
+
+
+@cli.command()
+@kb_option
 @json_option
 def info(kb_dir: Path, json_output: bool) -> None:
     """Show what a knowledge base holds and how it was built."""

@@ -32,6 +32,15 @@ class InputError(TriShieldError):
         return f"{where}{self.message}"
 
 
+class NotFoundError(InputError):
+    """The thing named (a document, a key, a publisher) does not exist; HTTP maps it to 404."""
+
+
+class ConflictError(InputError):
+    """The request contradicts the stored state (a document already released, an id already
+    used for another text); HTTP maps it to 409."""
+
+
 class KnowledgeBaseError(TriShieldError):
     """The knowledge base cannot be used as asked (model mismatch, corrupt files, ...)."""
 

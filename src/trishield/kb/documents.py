@@ -34,6 +34,12 @@ class Document:
 
     ``origin`` says where it came from (``file.jsonl:17``) so that every later error or audit
     entry can point a user back to the input line.
+
+    ``tier`` and ``provenance`` are set only by code that *established* provenance (the HTTP
+    service, from the API key that wrote the document or a verified publisher signature);
+    loaders never set them, so text a writer typed in cannot raise its own tier. ``tier``
+    ``None`` means "the batch's tier"; ``provenance`` is the human-readable verdict (how the
+    tier was decided) that the audit log and every trace carry.
     """
 
     id: str
@@ -41,6 +47,8 @@ class Document:
     title: str = ""
     source: str = ""
     origin: str = ""
+    tier: str | None = None
+    provenance: str = ""
     content_hash: str = field(init=False)
 
     def __post_init__(self) -> None:

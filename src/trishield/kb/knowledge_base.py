@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trishield.errors import InputError, KnowledgeBaseError
+from trishield.errors import ConflictError, InputError, KnowledgeBaseError, NotFoundError
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
@@ -214,9 +214,15 @@ class KnowledgeBase:
 
         With a ``guard`` (Ring 1), documents it blocks go to the quarantine table with their
         scores and reasons, in the same transaction, instead of into the indexes.
+
+        A document whose ``tier`` is set (provenance the service established) keeps it;
+        the others get ``tier``.
         """
         started = time.perf_counter()
         tier = self._check_tier(tier)
+        for document in documents:
+            if document.tier is not None:
+                self._check_tier(document.tier)
         if not writer or writer != writer.strip():
             raise InputError(f"writer name {writer!r} is empty or has surrounding whitespace")
         with self._write_lock():
@@ -229,7 +235,8 @@ class KnowledgeBase:
             embed_started = time.perf_counter()
             embeddings = self.embedder.encode(texts, progress=progress)
             embed_seconds = time.perf_counter() - embed_started
-            verdicts = self._screen(guard, new, chunks, embeddings, tier) if guard else []
+            verdicts = self._screen(guard, new, chunks, embeddings,
+                                    [d.tier or tier for d in new]) if guard else []
             blocked = {v.subject for v in verdicts if v.blocked}
             keep = [i for i, d in enumerate(new) if d.id not in blocked]
             offsets = np.cumsum([0, *map(len, chunks)])
@@ -254,7 +261,7 @@ class KnowledgeBase:
 
     def _screen(self, guard: IngestGuard, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
-                tier: str) -> list[GuardVerdict]:
+                tiers: Sequence[str]) -> list[GuardVerdict]:
         """Ring 1 at ingest: each document alone, plus its distance from the KB's neighbourhood
         (the existing KB, or the batch itself while the KB is still small)."""
         vectors, start = [], 0
@@ -269,15 +276,19 @@ class KnowledgeBase:
         outliers = outlier_scores(document_vectors, reference)
         scores = [None] * len(documents) if outliers is None else [float(o) for o in outliers]
         return guard.judge_many([d.id for d in documents], [d.text for d in documents], scores,
-                                tiers=[tier] * len(documents))
+                                tiers=list(tiers))
 
     def release(self, doc_id: str, *, by: str, progress: bool = False) -> IngestReport:
         """Move a quarantined document into the KB (an admin decision, audited)."""
         record = self.store.quarantined_document(doc_id)
-        if record is None or record["released_at"] is not None:
-            raise InputError(f"no document {doc_id!r} is held in quarantine")
+        if record is None:
+            raise NotFoundError(f"no document {doc_id!r} is held in quarantine")
+        if record["released_at"] is not None:
+            raise ConflictError(f"document {doc_id!r} was already released from quarantine "
+                                f"by {record['released_by']}")
         document = Document(id=record["id"], text=record["text"], title=record["title"],
-                            source=record["source"], origin=record["origin"])
+                            source=record["source"], origin=record["origin"],
+                            tier=record["tier"], provenance=record["provenance"])
         with self._write_lock():
             chunks = chunk_document(document, self.settings.chunking)
             embeddings = self.embedder.encode([c.text for c in chunks], progress=progress)
@@ -290,6 +301,23 @@ class KnowledgeBase:
             self._refresh_indexes(persist=True)
             generation = self.store.generation()
         return IngestReport(batch_id, [doc_id], [], len(chunks), generation, 0.0, 0.0)
+
+    def delete(self, doc_id: str, *, by: str, reason: str = "") -> dict:
+        """Soft-delete a stored document (audited, kept in ``deleted_documents``).
+
+        Same atomicity as an ingest: the rows move and the generation advances in one
+        transaction, then the indexes for the new generation are written.
+        """
+        if not by or by != by.strip():
+            raise InputError(f"deleter name {by!r} is empty or has surrounding whitespace")
+        with self._write_lock():
+            with self.store.transaction() as connection:
+                tombstone = self.store.delete_document(connection, doc_id, by=by,
+                                                       reason=reason)
+            if tombstone is None:
+                raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base")
+            self._refresh_indexes(persist=True)
+        return tombstone
 
     @staticmethod
     def _check_tier(tier: str) -> str:
@@ -309,8 +337,9 @@ class KnowledgeBase:
         for document in documents:
             stored_hash = by_id.get(document.id)
             if stored_hash is not None and stored_hash != document.content_hash:
-                raise InputError(f"document id {document.id!r} ({document.origin}) is already "
-                                 "in the knowledge base with different text; refusing the batch")
+                raise ConflictError(f"document id {document.id!r} ({document.origin}) is "
+                                    "already in the knowledge base with different text; "
+                                    "refusing the batch")
             earlier = batch_ids.get(document.id)
             if earlier is not None and earlier.content_hash != document.content_hash:
                 raise InputError(f"duplicate document id {document.id!r} with different text "

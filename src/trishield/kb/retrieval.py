@@ -48,6 +48,7 @@ class Candidate:
             "title": self.chunk.title,
             "tier": self.chunk.tier,
             "writer": self.chunk.writer,
+            "provenance": self.chunk.provenance,
             "char_start": self.chunk.char_start,
             "char_end": self.chunk.char_end,
             "text": self.chunk.text,

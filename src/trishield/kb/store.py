@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS documents (
     tier TEXT NOT NULL CHECK (tier IN ('trusted', 'neutral', 'untrusted')),
     writer TEXT NOT NULL,
     ingested_at REAL NOT NULL,
-    batch_id INTEGER NOT NULL REFERENCES batches(id)
+    batch_id INTEGER NOT NULL REFERENCES batches(id),
+    provenance TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS chunks (
     pk INTEGER PRIMARY KEY,
@@ -74,7 +75,25 @@ CREATE TABLE IF NOT EXISTS quarantine (
     quarantined_at REAL NOT NULL,
     batch_id INTEGER NOT NULL REFERENCES batches(id),
     released_at REAL,
-    released_by TEXT
+    released_by TEXT,
+    provenance TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS deleted_documents (
+    pk INTEGER PRIMARY KEY,
+    doc_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    title TEXT NOT NULL,
+    source TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    writer TEXT NOT NULL,
+    ingested_at REAL NOT NULL,
+    batch_id INTEGER NOT NULL,
+    provenance TEXT NOT NULL,
+    deleted_at REAL NOT NULL,
+    deleted_by TEXT NOT NULL,
+    reason TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY,
@@ -102,26 +121,50 @@ class StoredChunk:
     writer: str
     char_start: int
     char_end: int
+    provenance: str = ""
 
     @property
     def chunk_id(self) -> str:
         return f"{self.doc_id}#{self.chunk_index}"
 
 
+_ADDED_COLUMNS = (
+    # (table, column, definition): columns added after KBs already existed in the wild; an
+    # older KB gets them on open, with defaults that mean "as before" (no provenance note).
+    ("batches", "documents_quarantined", "INTEGER NOT NULL DEFAULT 0"),
+    ("documents", "provenance", "TEXT NOT NULL DEFAULT ''"),
+    ("quarantine", "provenance", "TEXT NOT NULL DEFAULT ''"),
+)
+
+
 class Store:
-    """Thin, typed access to the knowledge-base database."""
+    """Thin, typed access to the knowledge-base database.
+
+    The connection may be used from any thread (``check_same_thread=False``) but by one at a
+    time: the HTTP service lends each KB handle to one worker thread at a time from a pool.
+    """
 
     def __init__(self, path: Path):
         self.path = path
-        self.connection = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        self.connection = sqlite3.connect(path, isolation_level=None, timeout=30.0,
+                                          check_same_thread=False)
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute("PRAGMA synchronous=FULL")
         self.connection.execute("PRAGMA foreign_keys=ON")
         self.connection.executescript(_SCHEMA)
-        columns = {row[1] for row in self.connection.execute("PRAGMA table_info(batches)")}
-        if "documents_quarantined" not in columns:  # KBs made before the quarantine existed
-            self.connection.execute("ALTER TABLE batches ADD COLUMN documents_quarantined "
-                                    "INTEGER NOT NULL DEFAULT 0")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns that newer versions introduced to a KB made by an older one."""
+        for table, column, definition in _ADDED_COLUMNS:
+            columns = {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                try:
+                    self.connection.execute(
+                        f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                except sqlite3.OperationalError as error:  # another process added it first
+                    if "duplicate column" not in str(error):
+                        raise
 
     def close(self) -> None:
         self.connection.close()
@@ -177,10 +220,12 @@ class Store:
     def counts(self) -> dict[str, int]:
         query = ("SELECT (SELECT COUNT(*) FROM documents), (SELECT COUNT(*) FROM chunks), "
                  "(SELECT COUNT(*) FROM batches), (SELECT COUNT(*) FROM audit), "
-                 "(SELECT COUNT(*) FROM quarantine WHERE released_at IS NULL)")
-        documents, chunks, batches, audit, held = self.connection.execute(query).fetchone()
+                 "(SELECT COUNT(*) FROM quarantine WHERE released_at IS NULL), "
+                 "(SELECT COUNT(*) FROM deleted_documents)")
+        documents, chunks, batches, audit, held, deleted = \
+            self.connection.execute(query).fetchone()
         return {"documents": documents, "chunks": chunks, "batches": batches, "audit": audit,
-                "quarantined": held}
+                "quarantined": held, "deleted": deleted}
 
     def sample_embeddings(self, dimension: int, limit: int, seed: int = 0) -> np.ndarray:
         """Up to ``limit`` stored chunk embeddings, a seeded sample when there are more."""
@@ -210,7 +255,7 @@ class Store:
     # -- quarantine -------------------------------------------------------------------------
     _QUARANTINE_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
                            "verdict", "quarantined_at", "batch_id", "released_at",
-                           "released_by", "content_hash")
+                           "released_by", "content_hash", "provenance")
 
     def quarantined(self, *, include_released: bool = False) -> list[dict]:
         where = "" if include_released else "WHERE released_at IS NULL"
@@ -255,21 +300,65 @@ class Store:
             marks = ",".join("?" * len(part))
             rows = self.connection.execute(
                 "SELECT c.pk, d.doc_id, c.chunk_index, c.text, d.title, d.tier, d.writer, "
-                "c.char_start, c.char_end FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
+                "c.char_start, c.char_end, d.provenance "
+                "FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
                 f"WHERE c.pk IN ({marks})", part)
             for row in rows:
                 found[row[0]] = StoredChunk(*row)
         return found
 
+    _DOCUMENT_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
+                         "ingested_at", "batch_id", "content_hash", "provenance")
+
     def document(self, doc_id: str) -> dict | None:
         row = self.connection.execute(
-            "SELECT doc_id, title, source, origin, text, tier, writer, ingested_at, batch_id, "
-            "content_hash FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+            f"SELECT {', '.join(self._DOCUMENT_COLUMNS)} FROM documents WHERE doc_id = ?",
+            (doc_id,)).fetchone()
         if row is None:
             return None
-        keys = ("id", "title", "source", "origin", "text", "tier", "writer", "ingested_at",
-                "batch_id", "content_hash")
+        record = dict(zip(self._DOCUMENT_COLUMNS, row, strict=True))
+        record["id"] = record.pop("doc_id")
+        return record
+
+    def deleted_document(self, doc_id: str) -> dict | None:
+        """The latest tombstone of ``doc_id`` (who deleted it, when, why), without its text."""
+        row = self.connection.execute(
+            "SELECT doc_id, title, tier, writer, content_hash, provenance, deleted_at, "
+            "deleted_by, reason FROM deleted_documents WHERE doc_id = ? ORDER BY pk DESC "
+            "LIMIT 1", (doc_id,)).fetchone()
+        if row is None:
+            return None
+        keys = ("id", "title", "tier", "writer", "content_hash", "provenance", "deleted_at",
+                "deleted_by", "reason")
         return dict(zip(keys, row, strict=True))
+
+    def delete_document(self, connection: sqlite3.Connection, doc_id: str, *, by: str,
+                        reason: str) -> dict | None:
+        """Soft delete inside ``connection``'s transaction: the document and its chunks leave
+        the searchable tables, a full copy goes to ``deleted_documents`` (so the decision can be
+        reviewed and undone by re-ingesting), and the audit log records who did it.
+
+        Returns the tombstone, or ``None`` when no such document is stored."""
+        row = connection.execute("SELECT pk FROM documents WHERE doc_id = ?",
+                                 (doc_id,)).fetchone()
+        if row is None:
+            return None
+        now = time.time()
+        connection.execute(
+            "INSERT INTO deleted_documents(doc_id, content_hash, title, source, origin, text, "
+            "tier, writer, ingested_at, batch_id, provenance, deleted_at, deleted_by, reason) "
+            "SELECT doc_id, content_hash, title, source, origin, text, tier, writer, "
+            "ingested_at, batch_id, provenance, ?, ?, ? FROM documents WHERE pk = ?",
+            (now, by, reason, row[0]))
+        chunks = connection.execute("DELETE FROM chunks WHERE doc_pk = ?", (row[0],)).rowcount
+        connection.execute(
+            "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
+            "SELECT ?, 'delete', ?, doc_id, content_hash, batch_id, ? FROM documents "
+            "WHERE pk = ?", (now, by, json.dumps({"reason": reason, "chunks": chunks},
+                                                 sort_keys=True), row[0]))
+        connection.execute("DELETE FROM documents WHERE pk = ?", (row[0],))
+        self.set_meta({"generation": str(self._next_generation(connection))}, connection)
+        return self.deleted_document(doc_id)
 
     def audit_log(self, limit: int = 100) -> list[dict]:
         rows = self.connection.execute(
@@ -306,26 +395,32 @@ class Store:
         connection.execute("UPDATE batches SET documents_quarantined = ? WHERE id = ?",
                            (len(quarantined), batch_id))
         for document, verdict in quarantined:
+            document_tier = document.tier or tier
             connection.execute(
                 "INSERT INTO quarantine(doc_id, content_hash, title, source, origin, text, tier, "
-                "writer, verdict, quarantined_at, batch_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "writer, verdict, quarantined_at, batch_id, provenance) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (document.id, document.content_hash, document.title, document.source,
-                 document.origin, document.text, tier, writer,
-                 json.dumps(verdict, sort_keys=True), now, batch_id))
+                 document.origin, document.text, document_tier, writer,
+                 json.dumps(verdict, sort_keys=True), now, batch_id, document.provenance))
             connection.execute(
                 "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
                 "VALUES (?, 'quarantine', ?, ?, ?, ?, ?)",
                 (now, writer, document.id, document.content_hash, batch_id,
-                 json.dumps({"tier": tier, "c": verdict.get("c"),
-                             "reasons": verdict.get("reasons", [])}, sort_keys=True)))
+                 json.dumps(_provenance_detail(document) | {
+                     "tier": document_tier, "c": verdict.get("c"),
+                     "reasons": verdict.get("reasons", [])}, sort_keys=True)))
         chunk_ids: list[int] = []
         row = 0
         for document, document_chunks in zip(documents, chunks, strict=True):
+            document_tier = document.tier or tier
             doc_pk = connection.execute(
                 "INSERT INTO documents(doc_id, content_hash, title, source, origin, text, tier, "
-                "writer, ingested_at, batch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "writer, ingested_at, batch_id, provenance) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (document.id, document.content_hash, document.title, document.source,
-                 document.origin, document.text, tier, writer, now, batch_id)).lastrowid
+                 document.origin, document.text, document_tier, writer, now, batch_id,
+                 document.provenance)).lastrowid
             for chunk in document_chunks:
                 chunk_ids.append(connection.execute(
                     "INSERT INTO chunks(doc_pk, chunk_index, text, char_start, char_end, "
@@ -337,8 +432,9 @@ class Store:
                 "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
                 "VALUES (?, 'ingest', ?, ?, ?, ?, ?)",
                 (now, writer, document.id, document.content_hash, batch_id,
-                 json.dumps({"tier": tier, "chunks": len(document_chunks),
-                             "origin": document.origin}, sort_keys=True)))
+                 json.dumps(_provenance_detail(document) | {
+                     "tier": document_tier, "chunks": len(document_chunks),
+                     "origin": document.origin}, sort_keys=True)))
         generation = self._next_generation(connection)
         self.set_meta({"generation": str(generation)}, connection)
         return batch_id, np.array(chunk_ids, dtype=np.int64)
@@ -347,3 +443,8 @@ class Store:
     def _next_generation(connection: sqlite3.Connection) -> int:
         row = connection.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return (int(row[0]) if row else 0) + 1
+
+
+def _provenance_detail(document: Document) -> dict[str, str]:
+    """The provenance verdict for an audit entry (absent for plain CLI ingests)."""
+    return {"provenance": document.provenance} if document.provenance else {}

@@ -57,6 +57,7 @@ class ScoredPassage:
             "doc_id": self.candidate.doc_id,
             "tier": self.candidate.chunk.tier,
             "writer": self.candidate.chunk.writer,
+            "provenance": self.candidate.chunk.provenance,
             "retrieval_rank": self.candidate.rank,
             "retrieval_score": round(self.candidate.score, 6),
             "s_rel": round(self.s_rel, 4),

@@ -1,0 +1,1 @@
+"""The HTTP service: authenticated writers, signed provenance, metrics and the trace viewer."""

@@ -1,0 +1,226 @@
+"""The ASGI app: the HTTP API over one knowledge base, its metrics and the trace viewer.
+
+Routes are plain (synchronous) functions, so FastAPI runs them in its thread pool and the
+event loop stays free; :mod:`trishield.service.runtime` bounds what runs at once. The OpenAPI
+document is at ``/openapi.json`` (``/docs`` shows it), the viewer at ``/viewer/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Response
+from fastapi import Path as PathParam
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from trishield import __version__
+from trishield.errors import NotFoundError
+from trishield.kb import Document, content_hash
+from trishield.kb.loaders import validate_document
+from trishield.rings.ingest_guard import IngestGuard
+from trishield.service import models as m
+from trishield.service.auth import bearer_scheme, require
+from trishield.service.http import BodyGuard, Instrumentation, error_body, install_error_handlers
+from trishield.service.keys import ApiKey, Role
+from trishield.service.runtime import QUERY_BODY_BYTES, Runtime, ServiceConfig
+from trishield.service.signing import ProvenanceClaim, decide_provenance
+
+VIEWER_DIR = Path(__file__).parent / "viewer"
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": m.ErrorBody} for code in codes}
+
+
+def _document_id(doc_id: str) -> str:
+    try:
+        return m.check_document_id(doc_id)
+    except ValueError as error:
+        raise HTTPException(400, f"invalid document id: {error}") from None
+
+
+DocId = Annotated[str, PathParam(description="Document id (may contain '/').",
+                                 min_length=1, max_length=256)]
+
+
+def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> FastAPI:
+    """A new app over ``config.kb_dir`` (one :class:`Runtime` per app)."""
+    state = runtime or Runtime(config)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.close()
+
+    app = FastAPI(title="TriShield", version=__version__, lifespan=lifespan,
+                  description="Retrieval-Augmented Generation defended by three rings, for "
+                              "a knowledge base with many writers. Every answer carries its "
+                              "trace.",
+                  dependencies=[Depends(bearer_scheme)])
+    app.state.runtime = state
+    install_error_handlers(app)
+    reader = Depends(require(state, Role.READER, "reading"))
+    writer = Depends(require(state, Role.WRITER, "writing documents"))
+    admin = Depends(require(state, Role.ADMIN, "reviewing the quarantine"))
+    common = _errors(400, 401, 403, 413, 415, 422)
+
+    @app.get("/healthz", response_model=m.Health, tags=["service"])
+    def healthz() -> dict[str, Any]:
+        """Liveness and what the KB holds (no key needed)."""
+        with state.reader() as kb:
+            counts = kb.store.counts()
+            generation = kb.store.generation()
+        return {"status": "ok", "documents": counts["documents"], "chunks": counts["chunks"],
+                "quarantined": counts["quarantined"], "generation": generation}
+
+    @app.get("/metrics", tags=["service"], response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format"}})
+    def metrics() -> Response:
+        """Prometheus metrics: queries, blocks per ring, panel calls, refusals, latencies."""
+        return Response(state.metrics.render(), media_type=state.metrics.content_type)
+
+    @app.get("/v1/whoami", response_model=m.WhoAmI, responses=_errors(401, 403),
+             tags=["service"])
+    def whoami(key: ApiKey = reader) -> dict[str, Any]:
+        """The caller's key: writer name, role and provenance tier."""
+        return {"key_id": key.key_id, "name": key.name, "role": key.role.label,
+                "tier": key.tier}
+
+    @app.get("/v1/panel", response_model=m.PanelInfo, responses=_errors(401, 403),
+             tags=["ask"])
+    def panel_info(key: ApiKey = reader) -> dict[str, Any]:
+        """The default panel and the members a request may choose instead."""
+        return {"default": list(state.default_specs), "allowed": list(state.allowed),
+                "max_concurrent_asks": config.max_concurrent_asks}
+
+    @app.post("/v1/documents", response_model=m.IngestResponse, tags=["documents"],
+              responses=_errors(400, 401, 403, 409, 413, 415, 422))
+    def ingest(body: m.IngestRequest, key: ApiKey = writer) -> dict[str, Any]:
+        """Write one document or a batch, atomically; the tier comes from the key or from a
+        registered publisher's signature, and Ring 1 screens every document."""
+        documents, verdicts = [], []
+        for number, item in enumerate(body.documents):
+            claim = None if item.provenance is None else ProvenanceClaim(
+                item.provenance.publisher, item.provenance.signature, item.provenance.tier)
+            verdict = decide_provenance(state.keys, key, content_hash(item.text), claim)
+            document = Document(id=item.id, text=item.text, title=item.title,
+                                source=item.source, origin=f"api:{key.name}:{number}",
+                                tier=verdict.tier, provenance=verdict.note)
+            documents.append(validate_document(document, path=f"documents[{number}]"))
+            verdicts.append({"id": item.id} | verdict.as_dict())
+        guard = IngestGuard(config.settings.pipeline.guard)
+        with state.writing() as kb:
+            report = kb.ingest(documents, tier=key.tier, writer=key.name,
+                               source=f"api key {key.key_id}", guard=guard)
+        tiers = {d.id: d.tier for d in documents}
+        for doc_id in report.added:
+            state.metrics.documents.labels("added", tiers[doc_id]).inc()
+        for held in report.quarantined:
+            state.metrics.documents.labels("quarantined", tiers[held["id"]]).inc()
+            state.metrics.blocks.labels("ingest").inc()
+        state.metrics.documents.labels("duplicate", key.tier).inc(len(report.duplicates))
+        state.metrics.unverified.inc(sum(1 for v in verdicts if v["note"].startswith("UNVER")))
+        return {"batch_id": report.batch_id, "writer": key.name, "added": report.added,
+                "duplicates": report.duplicates, "quarantined": report.quarantined,
+                "provenance": verdicts, "chunks_added": report.chunks_added,
+                "generation": report.generation}
+
+    @app.get("/v1/documents/{doc_id:path}", response_model=m.DocumentOut, tags=["documents"],
+             responses=_errors(400, 401, 403, 404, 410, 422))
+    def get_document(doc_id: DocId, key: ApiKey = reader) -> Any:
+        """One stored document with its provenance; 410 with the tombstone when deleted."""
+        doc_id = _document_id(doc_id)
+        with state.reader() as kb:
+            record = kb.store.document(doc_id)
+            tombstone = None if record else kb.store.deleted_document(doc_id)
+            held = None if record or tombstone else kb.store.quarantined_document(doc_id)
+        if record is not None:
+            return record
+        if tombstone is not None:
+            return error_body(410, f"document {doc_id!r} was deleted by "
+                                   f"{tombstone['deleted_by']}"
+                                   + (f": {tombstone['reason']}" if tombstone["reason"] else ""))
+        if held is not None and held["released_at"] is None:
+            raise NotFoundError(f"document {doc_id!r} is not in the knowledge base: Ring 1 "
+                                "holds it in quarantine (an admin can review it)")
+        raise NotFoundError(f"no document {doc_id!r}")
+
+    @app.delete("/v1/documents/{doc_id:path}", response_model=m.DeletedOut, tags=["documents"],
+                responses=_errors(400, 401, 403, 404, 410, 422))
+    def delete_document(doc_id: DocId, key: ApiKey = writer,
+                        reason: Annotated[str, Query(max_length=500)] = "") -> Any:
+        """Soft delete (kept as a tombstone, audited). Writers may delete what they wrote;
+        admins anything."""
+        doc_id = _document_id(doc_id)
+        with state.reader() as kb:
+            record = kb.store.document(doc_id)
+            tombstone = None if record else kb.store.deleted_document(doc_id)
+        if record is None:
+            if tombstone is not None:
+                return error_body(410, f"document {doc_id!r} was already deleted by "
+                                       f"{tombstone['deleted_by']}")
+            raise NotFoundError(f"no document {doc_id!r}")
+        if key.role < Role.ADMIN and record["writer"] != key.name:
+            state.metrics.auth_failures.labels("403").inc()
+            return error_body(403, f"{key.name} may delete only its own documents; "
+                                   f"{doc_id!r} was written by {record['writer']}")
+        with state.writing() as kb:
+            return kb.delete(doc_id, by=key.name, reason=reason)
+
+    @app.get("/v1/quarantine", response_model=m.QuarantineList, tags=["quarantine"],
+             responses=_errors(400, 401, 403, 422))
+    def quarantine(key: ApiKey = admin, include_released: bool = False) -> dict[str, Any]:
+        """What Ring 1 held back at ingest, with scores, reasons and provenance (admins)."""
+        with state.reader() as kb:
+            return {"documents": kb.store.quarantined(include_released=include_released)}
+
+    @app.post("/v1/quarantine/{doc_id:path}/release", response_model=m.ReleaseResponse,
+              tags=["quarantine"], responses=_errors(400, 401, 403, 404, 409, 422))
+    def release(doc_id: DocId, key: ApiKey = admin) -> dict[str, Any]:
+        """Move a quarantined document into the KB (admins; audited)."""
+        doc_id = _document_id(doc_id)
+        with state.writing() as kb:
+            report = kb.release(doc_id, by=key.name)
+        return {"id": doc_id, "released_by": key.name, "chunks_added": report.chunks_added,
+                "generation": report.generation}
+
+    @app.post("/v1/search", response_model=m.SearchResponse, tags=["ask"], responses=common)
+    def search(body: m.SearchRequest, key: ApiKey = reader) -> dict[str, Any]:
+        """The top-k chunks (no rings), with tier, writer and provenance."""
+        with state.reader() as kb:
+            candidates = kb.search(body.query, backend=body.backend, k=body.k)
+        state.metrics.queries.labels("search", "-").inc()
+        return {"query": body.query, "backend": body.backend, "k": body.k,
+                "results": [c.as_dict() for c in candidates]}
+
+    @app.post("/v1/ask", response_model=m.AskResponse, tags=["ask"],
+              responses=_errors(400, 401, 403, 413, 415, 422, 503))
+    def ask(body: m.AskRequest, key: ApiKey = reader) -> dict[str, Any]:
+        """An answer or a refusal, its citations and the trace of every ring's decision."""
+        panel = state.panel(body.panel)
+        with state.ask_slot(), state.reader() as kb:
+            answer = state.pipeline(kb, panel, body.backend, body.gate).ask(
+                body.question, defense=body.defense).as_dict()
+        state.metrics.record_answer(body.defense, answer)
+        return answer
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/viewer/")
+
+    app.mount("/viewer", StaticFiles(directory=VIEWER_DIR, html=True), name="viewer")
+
+    def limit_for(method: str, path: str) -> int:
+        if method == "POST" and path == "/v1/documents":
+            return config.max_body_bytes
+        return min(QUERY_BODY_BYTES, config.max_body_bytes)
+
+    app.add_middleware(BodyGuard, limit_for=limit_for)
+    app.add_middleware(Instrumentation, metrics=state.metrics)
+
+    return app

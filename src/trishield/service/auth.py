@@ -1,0 +1,47 @@
+"""Who is calling: ``Authorization: Bearer <API key>`` -> an :class:`ApiKey` with a role.
+
+401 means "we do not know who you are" (no key, malformed, unknown, revoked); 403 means "we
+know, and your role may not do this". Both are counted in ``/metrics``. Nothing from a header
+other than the key itself is ever read, so text planted in headers cannot reach a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import HTTPException, Request
+from fastapi.security import HTTPBearer
+
+from trishield.service.keys import ApiKey, AuthError, Role
+from trishield.service.runtime import Runtime
+
+bearer_scheme = HTTPBearer(auto_error=False, description="An API key from "
+                                                         "`trishield keys create`.")
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="trishield"'}
+
+
+def authenticate(runtime: Runtime, header: str | None) -> ApiKey:
+    if header is None:
+        raise AuthError("missing API key: send 'Authorization: Bearer <key>'")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("malformed Authorization header: expected 'Bearer <key>'")
+    return runtime.keys.authenticate(token.strip())
+
+
+def require(runtime: Runtime, role: Role, action: str) -> Callable[[Request], ApiKey]:
+    """A FastAPI dependency: the caller's key, if its role is at least ``role``."""
+
+    def dependency(request: Request) -> ApiKey:
+        try:
+            key = authenticate(runtime, request.headers.get("authorization"))
+        except AuthError as error:
+            runtime.metrics.auth_failures.labels("401").inc()
+            raise HTTPException(401, str(error), headers=_CHALLENGE) from None
+        if key.role < role:
+            runtime.metrics.auth_failures.labels("403").inc()
+            raise HTTPException(403, f"key {key.key_id} ({key.name}) has role "
+                                     f"{key.role.label}; {action} needs {role.label}")
+        return key
+
+    return dependency

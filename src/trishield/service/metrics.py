@@ -1,0 +1,73 @@
+"""Prometheus metrics of one service instance: what the defense did, and how fast.
+
+Each app gets its own :class:`CollectorRegistry` (not the process-global one), so two apps in
+one process (the tests start several) never share or double-register counters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class ServiceMetrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("trishield_http_requests", "HTTP requests by route and status",
+                                ["method", "route", "status"], registry=r)
+        self.latency = Histogram("trishield_http_request_duration_seconds",
+                                 "HTTP request latency by route", ["method", "route"],
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.queries = Counter("trishield_queries", "Questions and searches answered",
+                               ["kind", "defense"], registry=r)
+        self.blocks = Counter("trishield_ring_blocks",
+                              "What each ring removed: ring1 blocked candidates, ring2 "
+                              "dropped candidates, ring3 refused answers, ingest quarantined "
+                              "documents", ["ring"], registry=r)
+        self.panel_calls = Counter("trishield_panel_calls",
+                                   "Panel member answers (llm calls not served from cache)",
+                                   ["member", "cached"], registry=r)
+        self.refusals = Counter("trishield_refusals", "Asks answered with a refusal",
+                                ["defense"], registry=r)
+        self.ask_latency = Histogram("trishield_ask_duration_seconds",
+                                     "Time inside the pipeline per ask", ["defense"],
+                                     buckets=LATENCY_BUCKETS, registry=r)
+        self.documents = Counter("trishield_documents_ingested",
+                                 "Documents written through the API by outcome and tier",
+                                 ["outcome", "tier"], registry=r)
+        self.unverified = Counter("trishield_provenance_unverified",
+                                  "Documents whose provenance tag did not verify", registry=r)
+        self.auth_failures = Counter("trishield_auth_failures",
+                                     "Requests refused for credentials (401) or role (403)",
+                                     ["status"], registry=r)
+        self.asks_in_flight = Gauge("trishield_asks_in_flight",
+                                    "Asks inside the pipeline now", registry=r)
+
+    def record_answer(self, defense: str, answer: dict[str, Any]) -> None:
+        """Count one ask's outcome from its trace."""
+        trace = answer["trace"]
+        self.queries.labels("ask", defense).inc()
+        if "ring1" in trace:
+            self.blocks.labels("ring1").inc(len(trace["ring1"]["blocked"]))
+        if "ring2" in trace:
+            self.blocks.labels("ring2").inc(len(trace["ring2"]["dropped"]))
+        votes = [v for r in trace.get("ring3", {}).get("rounds", []) for v in r["votes"]]
+        if trace.get("reader"):
+            votes.append(trace["reader"])
+        for vote in votes:
+            self.panel_calls.labels(vote["member"], "yes" if vote["cached"] else "no").inc()
+        if answer["refused"]:
+            self.refusals.labels(defense).inc()
+            if "ring3" in trace:
+                self.blocks.labels("ring3").inc()
+        self.ask_latency.labels(defense).observe(trace["timings_s"]["total"])
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,234 @@
+"""Request and response bodies of the HTTP API (pydantic; they are the OpenAPI document).
+
+Every request model forbids unknown fields and is strict about types, so a typo
+(``"txt"`` for ``"text"``) or a number where a string belongs is a 422 that names the field
+instead of a silently ignored value. Document ids are checked by :func:`check_document_id`,
+the same rule the URL paths use, so every id that can be written can also be read back.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from trishield.kb.loaders import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
+
+MAX_BATCH = 500
+MAX_QUESTION_CHARS = 2000
+MAX_PANEL = 5
+Backend = Literal["dense", "bm25", "hybrid"]
+Defense = Literal["none", "ring1", "ring2", "ring3", "ring12", "full"]
+TierName = Literal["trusted", "neutral", "untrusted"]
+_ID_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\\%?#]")
+
+
+def check_document_id(doc_id: str) -> str:
+    """Reject ids that could mean something else in a path: ``..`` or ``.`` segments, a
+    leading or doubled ``/``, backslashes, ``%``/``?``/``#``, control characters, outer spaces.
+
+    Ids never become file names here, but an id that reads as a relative path is almost
+    always an attack probe or a client bug, and refusing it keeps URLs unambiguous.
+    """
+    if not doc_id or len(doc_id) > MAX_ID_CHARS:
+        raise ValueError(f"a document id is 1 to {MAX_ID_CHARS} characters")
+    if doc_id != doc_id.strip():
+        raise ValueError("a document id must not start or end with whitespace")
+    if _ID_FORBIDDEN.search(doc_id):
+        raise ValueError("a document id must not contain control characters, '\\', '%', "
+                         "'?' or '#'")
+    if doc_id.startswith("/") or doc_id.endswith("/") or "//" in doc_id:
+        raise ValueError("a document id must not start or end with '/' or contain '//'")
+    if any(part in (".", "..") for part in doc_id.split("/")):
+        raise ValueError("a document id must not contain '.' or '..' path segments")
+    return doc_id
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ProvenanceIn(Strict):
+    """A claim about where a document comes from. Only a valid signature is believed."""
+
+    publisher: str | None = Field(None, min_length=1, max_length=64,
+                                  description="Registered publisher that signed the text.")
+    signature: str | None = Field(None, min_length=1, max_length=200,
+                                  description="base64 Ed25519 signature of "
+                                              "'trishield-document-v1:' + content sha256.")
+    tier: TierName | None = Field(None, description="A claimed tier; ignored unless signed, "
+                                                    "and an unsigned claim makes the "
+                                                    "document untrusted.")
+
+
+class DocumentIn(Strict):
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS, examples=["refund-policy"])
+    text: str = Field(min_length=1, max_length=MAX_DOCUMENT_CHARS)
+    title: str = Field("", max_length=1000)
+    source: str = Field("", max_length=1000)
+    provenance: ProvenanceIn | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_document_id(value)
+
+
+class IngestRequest(Strict):
+    """One document or a batch: a list of 1 to MAX_BATCH documents, written atomically."""
+
+    documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class ProvenanceOut(BaseModel):
+    id: str
+    tier: TierName
+    verified: bool
+    note: str
+
+
+class IngestResponse(BaseModel):
+    batch_id: int | None
+    writer: str
+    added: list[str]
+    duplicates: list[dict[str, str]]
+    quarantined: list[dict[str, Any]]
+    provenance: list[ProvenanceOut]
+    chunks_added: int
+    generation: int
+
+
+class DocumentOut(BaseModel):
+    id: str
+    title: str
+    source: str
+    origin: str
+    text: str
+    tier: TierName
+    writer: str
+    provenance: str
+    ingested_at: float
+    batch_id: int
+    content_hash: str
+
+
+class DeletedOut(BaseModel):
+    id: str
+    title: str
+    tier: str
+    writer: str
+    content_hash: str
+    provenance: str
+    deleted_at: float
+    deleted_by: str
+    reason: str
+
+
+class QuarantinedOut(BaseModel):
+    id: str
+    title: str
+    source: str
+    origin: str
+    text: str
+    tier: str
+    writer: str
+    provenance: str
+    verdict: dict[str, Any]
+    quarantined_at: float
+    batch_id: int
+    released_at: float | None
+    released_by: str | None
+    content_hash: str
+
+
+class QuarantineList(BaseModel):
+    documents: list[QuarantinedOut]
+
+
+class ReleaseResponse(BaseModel):
+    id: str
+    released_by: str
+    chunks_added: int
+    generation: int
+
+
+class SearchRequest(Strict):
+    query: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    backend: Backend = "dense"
+    k: int = Field(5, ge=1, le=100)
+
+
+class SearchHit(BaseModel):
+    rank: int
+    score: float
+    backend: str
+    doc_id: str
+    chunk_id: str
+    title: str
+    tier: str
+    writer: str
+    provenance: str
+    char_start: int
+    char_end: int
+    text: str
+    components: dict[str, dict[str, float]]
+
+
+class SearchResponse(BaseModel):
+    query: str
+    backend: str
+    k: int
+    results: list[SearchHit]
+
+
+class AskRequest(Strict):
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    defense: Defense = "full"
+    backend: Backend | None = Field(None, description="Default: the service's configuration.")
+    panel: list[str] | None = Field(None, min_length=1, max_length=MAX_PANEL,
+                                    description="Panel members by name (see GET /v1/panel); "
+                                                "default: the service's panel.")
+    gate: Literal["always", "gated", "never"] | None = None
+
+
+class AskResponse(BaseModel):
+    answer: str | None
+    refused: bool
+    reason: str
+    citations: list[str]
+    trace: dict[str, Any]
+
+
+class PanelInfo(BaseModel):
+    default: list[str]
+    allowed: list[str]
+    max_concurrent_asks: int
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    documents: int
+    chunks: int
+    quarantined: int
+    generation: int
+
+
+class WhoAmI(BaseModel):
+    key_id: str
+    name: str
+    role: str
+    tier: str
+
+
+class ErrorDetail(BaseModel):
+    field: str
+    problem: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: one line that says what is wrong, and the fields concerned."""
+
+    error: str
+    status: int
+    details: list[ErrorDetail] = []

@@ -1,0 +1,124 @@
+"""Shared helpers of the service tests: keys, a served KB, real server processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
+from trishield.service.keys import KeyStore
+
+REFUND_QUESTION = "How many days do customers have to return an item?"
+
+
+@dataclass(frozen=True)
+class Keys:
+    admin: str
+    writer: str
+    reader: str
+    untrusted_writer: str
+
+    @staticmethod
+    def create(kb_dir: Path) -> Keys:
+        store = KeyStore(kb_dir)
+        return Keys(admin=store.create_key("ada", "admin", "trusted")[1],
+                    writer=store.create_key("wes", "writer", "neutral")[1],
+                    reader=store.create_key("rita", "reader", "neutral")[1],
+                    untrusted_writer=store.create_key("mallory", "writer", "untrusted")[1])
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def copy_kb(template: Path, target: Path) -> Path:
+    shutil.copytree(template, target)
+    return target
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServerProcess:
+    """``trishield serve`` as a real subprocess on a free loopback port."""
+
+    def __init__(self, kb_dir: Path, *, fault: str | None = None, extra: tuple[str, ...] = ()):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        environment = dict(os.environ)
+        environment.pop(FAULT_PAUSE_ENV, None)
+        if fault:
+            environment[FAULT_PAUSE_ENV] = fault
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(kb_dir), "--port",
+             str(self.port), "--log-level", "warning", *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment, text=True)
+        self.stderr: list[str] = []
+        self._fault_seen = threading.Event()
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if "FAULT-PAUSE" in line:
+                self._fault_seen.set()
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"server exited rc={self.process.returncode}: "
+                                     f"{''.join(self.stderr)[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        self.kill()
+        raise AssertionError("server did not become ready")
+
+    def wait_for_fault(self, timeout: float = 120.0) -> None:
+        assert self._fault_seen.wait(timeout), f"no FAULT-PAUSE: {''.join(self.stderr)[-2000:]}"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def policy_batch(prefix: str, size: int) -> list[dict[str, str]]:
+    """Distinct, plausible policy paragraphs (Ring 1 lets them through)."""
+    items = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "maps"]
+    return [{"id": f"{prefix}-{n}",
+             "text": " ".join(f"{prefix} store {n} note {line}: {items[n % len(items)]} bought in "
+                              f"branch {n} may be exchanged within {10 + line} days when "
+                              "unused and with a receipt." for line in range(5))}
+            for n in range(size)]
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value)
