@@ -100,25 +100,31 @@ def test_poison_fraction_is_exact_on_average(fraction: float) -> None:
     assert max(counts) - min(counts) <= 1
 
 
-def test_provenance_verifies_real_signatures_and_rejects_forgeries() -> None:
-    provenance = Provenance(seed=0)
+def test_provenance_is_decided_by_the_services_signature_check(tmp_path: Path) -> None:
+    provenance = Provenance(tmp_path / "keys", seed=0)
     digest = "ab" * 32
-    genuine = provenance.tag(digest, forged=False)
-    forged = provenance.tag(digest, forged=True)
-    assert provenance.verified(digest, genuine)
-    assert not provenance.verified(digest, forged)
-    assert not provenance.verified("cd" * 32, genuine)  # a signature covers one content hash
     tier = provenance.tier_of
     assert tier("nq-gt:doc1", digest, stored="neutral", setting="trusted-clean") == "trusted"
+    assert "signed by trusted publisher wiki-publisher" in provenance.checks["nq-gt:doc1"]
     assert tier("atk:mixed:test1:0", digest, stored="untrusted",
                 setting="trusted-clean") == "untrusted"
     assert tier("atk:mixed:test1:0", digest, stored="untrusted", setting="forged") == "untrusted"
-    assert "does not verify" in provenance.checks["atk:mixed:test1:0"]
+    assert "signature does not verify" in provenance.checks["atk:mixed:test1:0"]
     assert tier("atk:mixed:test1:1", digest, stored="untrusted",
                 setting="forged-unchecked") == "trusted"
     assert tier("atk:mixed:test1:0", digest, stored="untrusted", setting="neutral") == "neutral"
     assert tier("atk:mixed:test1:0", digest, stored="untrusted",
                 setting="untrusted") == "untrusted"
+    # a genuine tag covers one content hash only: moved to another text, it fails
+    from trishield.service.signing import decide_provenance
+
+    genuine = provenance.tag(digest, forged=False)
+    writer = provenance.store.api_keys()[0]
+    assert decide_provenance(provenance.store, writer, digest, genuine).verified
+    assert not decide_provenance(provenance.store, writer, "cd" * 32, genuine).verified
+    # reopening the same key store reuses the registered publisher and writers
+    again = Provenance(tmp_path / "keys", seed=0)
+    assert len(again.store.api_keys()) == 2 and len(again.store.publishers()) == 1
 
 
 def test_subsets_nest() -> None:

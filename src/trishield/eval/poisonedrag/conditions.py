@@ -9,7 +9,7 @@ DESIGN.md asks for provenance settings as separate rows, never mixed:
 * ``trusted-clean``   clean passages carry a trusted publisher's signature, poisons untrusted;
 * ``forged``          clean passages signed; every poison carries a *forged* trusted tag
                       (a signature by a key that is not the registered publisher's). The tag is
-                      checked with the same Ed25519 verification the service uses; a failed
+                      decided by the service's own `decide_provenance` (Ed25519); a failed
                       check makes the poison untrusted;
 * ``forged-unchecked`` the counterfactual: the same forged tags believed without a check, which
                       shows what the signature verification is worth.

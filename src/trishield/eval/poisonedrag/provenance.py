@@ -1,52 +1,77 @@
-"""Signed provenance for the benchmark: a registered publisher signs the clean passages'
-content hashes with Ed25519; an attacker forges the same publisher's tag with its own key.
+"""Signed provenance for the benchmark, decided by the service's own code.
 
-Both keys are derived from fixed seeds so the benchmark is reproducible; the verification is
-the real Ed25519 check over the document's content hash, so a forged tag fails for the same
-reason it would fail at a real ingest.
+A registered publisher signs the clean passages' content hashes with Ed25519; the attacker
+forges the same publisher's tag with its own key. Both keys derive from fixed seeds so the
+benchmark is reproducible; every tag goes through :func:`trishield.service.signing.
+decide_provenance` against a real key store, so a forged tag fails here for exactly the
+reason it would fail at ``POST /v1/documents``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from trishield.eval.poisonedrag.attacks import is_poison
 from trishield.kb.documents import Tier
+from trishield.service.keys import ApiKey, KeyStore
+from trishield.service.signing import (
+    ProvenanceClaim,
+    ProvenanceVerdict,
+    decide_provenance,
+    public_key_b64,
+    sign,
+)
 
 PUBLISHER = "wiki-publisher"
+CLEAN_WRITER = "wikipedia"
+ATTACKER = "attacker"
 
 
 def _key(seed: str) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(hashlib.sha256(seed.encode()).digest())
 
 
-@dataclass
 class Provenance:
     """Decides each retrieved document's tier under a provenance setting, and logs why."""
 
-    seed: int = 0
-    checks: dict[str, str] = field(default_factory=dict)
+    def __init__(self, keys_dir: Path, seed: int = 0):
+        keys_dir.mkdir(parents=True, exist_ok=True)
+        self._publisher = _key(f"trishield-benchmark-publisher:{seed}")
+        self._attacker = _key(f"trishield-benchmark-attacker:{seed}")
+        self.store = KeyStore(keys_dir)
+        if self.store.publisher(PUBLISHER) is None:
+            self.store.add_publisher(PUBLISHER, public_key_b64(self._publisher.public_key()))
+        self._writers = {CLEAN_WRITER: self._writer(CLEAN_WRITER, Tier.NEUTRAL.value),
+                         ATTACKER: self._writer(ATTACKER, Tier.UNTRUSTED.value)}
+        self._verdicts: dict[tuple[str, str], ProvenanceVerdict] = {}
+        self.checks: dict[str, str] = {}
 
-    def __post_init__(self) -> None:
-        self._publisher = _key(f"trishield-benchmark-publisher:{self.seed}")
-        self._attacker = _key(f"trishield-benchmark-attacker:{self.seed}")
-        self._public = self._publisher.public_key()
+    def _writer(self, name: str, tier: str) -> ApiKey:
+        for key in self.store.api_keys():
+            if key.name == name and key.revoked_at is None:
+                return key
+        return self.store.create_key(name, "writer", tier)[0]
 
-    def tag(self, content_hash: str, *, forged: bool) -> bytes:
-        """The signature a writer attaches: the publisher's own, or the attacker's forgery."""
+    def tag(self, content_hash: str, *, forged: bool) -> ProvenanceClaim:
+        """The tag a writer attaches: the publisher's own signature, or the attacker's forgery."""
         key = self._attacker if forged else self._publisher
-        return key.sign(content_hash.encode("ascii"))
+        return ProvenanceClaim(PUBLISHER, sign(key, content_hash),
+                               Tier.TRUSTED.value if forged else None)
 
-    def verified(self, content_hash: str, signature: bytes) -> bool:
-        try:
-            self._public.verify(signature, content_hash.encode("ascii"))
-        except InvalidSignature:
-            return False
-        return True
+    def verdict(self, doc_id: str, content_hash: str) -> ProvenanceVerdict:
+        """What the service decides for this document's tag (memoised: it is deterministic)."""
+        poison = is_poison(doc_id)
+        cached = self._verdicts.get((doc_id, content_hash))
+        if cached is None:
+            writer = self._writers[ATTACKER if poison else CLEAN_WRITER]
+            cached = decide_provenance(self.store, writer, content_hash,
+                                       self.tag(content_hash, forged=poison))
+            self._verdicts[doc_id, content_hash] = cached
+        self.checks[doc_id] = cached.note
+        return cached
 
     def tier_of(self, doc_id: str, content_hash: str, *, stored: str, setting: str) -> str:
         if setting == "neutral":
@@ -59,10 +84,4 @@ class Provenance:
         if poison and setting == "forged-unchecked":
             self.checks[doc_id] = f"tag claims {PUBLISHER}; accepted without a check"
             return Tier.TRUSTED.value
-        signature = self.tag(content_hash, forged=poison)
-        if self.verified(content_hash, signature):
-            self.checks[doc_id] = f"signature of {PUBLISHER} verified"
-            return Tier.TRUSTED.value
-        self.checks[doc_id] = (f"tag claims {PUBLISHER} but the signature does not verify: "
-                               "treated as untrusted")
-        return Tier.UNTRUSTED.value
+        return self.verdict(doc_id, content_hash).tier

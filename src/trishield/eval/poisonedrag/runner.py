@@ -123,7 +123,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
                if _key(block, defense, question) not in checkpoint]
     say(f"{len(checkpoint.records)} answers already checkpointed, {len(pending)} to go")
     panel = build_panel(options.panel)
-    provenance = Provenance(options.seed)
+    provenance = Provenance(options.work_dir / "keys", options.seed)
     # the perplexity threshold is calibrated on clean training passages: 300 for the real
     # run, 30 for the smoke run (scoring a passage takes seconds on 2 cores)
     baseline_config = {"perplexity-filter": {"sample": 30 if options.quick else 300,
