@@ -45,6 +45,14 @@ def check_k(k: object, what: str = "k") -> int:
     return k
 
 
+def check_pool(pool: object, k: int) -> int:
+    """How many candidates a filter screens: ``k`` when not given, never fewer than ``k``."""
+    value = k if pool is None else check_k(pool, "pool")
+    if value < k:
+        raise InputError(f"pool ({value}) must be at least k ({k})")
+    return value
+
+
 def check_backend(backend: object) -> str:
     if backend not in BACKENDS:
         raise InputError(f"unknown retrieval backend {backend!r}; choose from "

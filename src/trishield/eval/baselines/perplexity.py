@@ -48,6 +48,7 @@ from trishield.eval.baselines.base import (
     Run,
     check_backend,
     check_k,
+    check_pool,
     check_question,
     check_reader,
     removed_row,
@@ -368,9 +369,7 @@ class PerplexityFilter:
         self.reader = check_reader(reader)
         self.backend = check_backend(backend)
         self.k = check_k(k)
-        self.pool = self.k if pool is None else check_k(pool, "pool")
-        if self.pool < self.k:
-            raise InputError(f"pool ({self.pool}) must be at least k ({self.k})")
+        self.pool = check_pool(pool, self.k)
         self.calibration = threshold if isinstance(threshold, PerplexityCalibration) else None
         value = threshold.threshold if self.calibration is not None else threshold
         if isinstance(value, bool) or not isinstance(value, int | float) \

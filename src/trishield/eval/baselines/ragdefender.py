@@ -29,6 +29,7 @@ from trishield.eval.baselines.base import (
     Run,
     check_backend,
     check_k,
+    check_pool,
     check_question,
     check_reader,
     removed_row,
@@ -67,9 +68,7 @@ class RAGDefenderDefense:
         self.reader = check_reader(reader)
         self.backend = check_backend(backend)
         self.k = check_k(k)
-        self.pool = self.k if pool is None else check_k(pool, "pool")
-        if self.pool < self.k:
-            raise InputError(f"pool ({self.pool}) must be at least k ({self.k})")
+        self.pool = check_pool(pool, self.k)
         if task_type not in TASK_TYPES:
             raise InputError(f"unknown RAGDefender task type {task_type!r}; choose from "
                              f"{', '.join(TASK_TYPES)}")
