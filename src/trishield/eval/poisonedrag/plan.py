@@ -1,14 +1,19 @@
 """What the benchmark asks: blocks of questions, each under one condition, for some defenses.
 
 The full matrix is sized for 2 CPU cores with the default local panel (about 8 s per
-Qwen2.5-0.5B answer over five Wikipedia passages): the headline family on all 100 targets, the
-adaptive families on a nested seeded subset of 20, the poison-fraction sweep on 10, the forged
-tags on 20, and benign accuracy on the 100 target questions without poisons plus 100 SQuAD dev
-and 100 NQ-open questions. The defenses that cost several LLM calls per question (RobustRAG's
-isolated answers, paraphrasing, knowledge expansion's 50-passage prompt) answer a capped subset
-of each block; expansion runs on the headline and benign-target blocks only. Every subset is
-the first n of one seeded permutation, so a smaller subset is always inside a larger one and
-rows can be compared on the targets they share."""
+Qwen2.5-0.5B answer over five Wikipedia passages, several hours in all): the headline family on
+all 100 targets, every adaptive family on a nested seeded subset of 10, the untrusted-writer
+rows on 20, the poison-fraction sweep on 5 per fraction and provenance setting, the forged tags
+on 10, and benign accuracy on the 100 target questions without poisons plus 100 SQuAD dev and
+100 NQ-open questions. The defenses that cost several LLM calls per question (RobustRAG's
+isolated answers, paraphrasing, knowledge expansion's 50-passage prompt of ~5,000 tokens)
+answer a capped subset of every attack family and of the benign target questions, so each
+family has a row for each defense. Every subset is the first n of one seeded permutation, so a
+smaller subset is always inside a larger one and rows can be compared on the targets they share.
+
+Blocks run in the order of the headline table's importance (published poisons, the same
+questions without poisons, the adaptive families, then SQuAD/NQ, provenance, sweep and forged
+tags), so an interrupted run has its most important rows first."""
 
 from __future__ import annotations
 
@@ -21,29 +26,30 @@ from trishield.eval.poisonedrag.defenses import DEFENSES, PROVENANCE_AWARE, vali
 ADAPTIVE_FAMILIES = ("template", "question-moved", "claim-only", "gt-swap", "split-claim",
                      "single")
 BENIGN_SETS = ("benign-targets", "benign-squad", "benign-nq")
-SWEEP_DEFENSES = ("none", "ring1", "ring2", "ring12", "full-gated", "ragdefender-pool20")
+SWEEP_DEFENSES = ("none", "ring2", "ring12", "full-gated", "ragdefender-pool20")
 FORGED_DEFENSES = ("none", "ring2", "ring12", "full-gated", "full-always")
 
 
 COSTLY = ("expansion-k50", "robustrag-keyword", "paraphrase")
 """Defenses that cost several LLM calls (or a 50-passage prompt) per question: they run on a
-capped, nested subset of each block, expansion only on the headline and benign-target blocks."""
+capped, nested subset of each attack family and of the benign target questions."""
 
 
 @dataclass(frozen=True)
 class Sizes:
     headline: int = 100
-    adaptive: int = 20
-    sweep: int = 10
-    forged: int = 20
+    adaptive: int = 10
+    untrusted: int = 20
+    sweep: int = 5
+    forged: int = 10
     benign_targets: int = 100
     benign_squad: int = 100
     benign_nq: int = 100
-    caps: tuple[tuple[str, int], ...] = (("expansion-k50", 20), ("robustrag-keyword", 30),
-                                         ("paraphrase", 50))
+    caps: tuple[tuple[str, int], ...] = (("expansion-k50", 5), ("robustrag-keyword", 10),
+                                         ("paraphrase", 20))
 
 
-QUICK_SIZES = Sizes(headline=2, adaptive=1, sweep=1, forged=1, benign_targets=2,
+QUICK_SIZES = Sizes(headline=2, adaptive=1, untrusted=1, sweep=1, forged=1, benign_targets=2,
                     benign_squad=1, benign_nq=1,
                     caps=(("expansion-k50", 1), ("robustrag-keyword", 1), ("paraphrase", 1)))
 QUICK_DEFENSES = ("none", "ring1", "ring2", "full-gated", "perplexity-filter",
@@ -83,7 +89,6 @@ def full_plan(defenses: tuple[str, ...] = DEFENSES, sizes: Sizes = Sizes(), *,
     def pick(wanted: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(d for d in defenses if d in wanted)
 
-    without_expansion = tuple(d for d in defenses if d != "expansion-k50")
     cheap = tuple(d for d in defenses if d not in COSTLY)
 
     def block(name: str, questions: str, condition: Condition | None, chosen: tuple[str, ...],
@@ -91,14 +96,18 @@ def full_plan(defenses: tuple[str, ...] = DEFENSES, sizes: Sizes = Sizes(), *,
         return Block(name, questions, condition, chosen, size, sizes.caps)
 
     blocks = [block("published", "targets", Condition("published", "published"), defenses,
-                    sizes.headline)]
+                    sizes.headline),
+              block("benign-targets", "benign-targets", None, defenses, sizes.benign_targets)]
     families = ("gt-swap",) if quick else ADAPTIVE_FAMILIES
-    blocks += [block(family, "targets", Condition(family, family), without_expansion,
-                     sizes.adaptive) for family in families]
+    blocks += [block(family, "targets", Condition(family, family), defenses, sizes.adaptive)
+               for family in families]
+    blocks.append(block("benign-squad", "benign-squad", None, cheap, sizes.benign_squad))
+    if not quick:
+        blocks.append(block("benign-nq", "benign-nq", None, cheap, sizes.benign_nq))
     if pick(PROVENANCE_AWARE) and not quick:
         blocks.append(block("published/untrusted", "targets",
                             Condition("published/untrusted", "published", "untrusted"),
-                            pick(PROVENANCE_AWARE), sizes.headline))
+                            pick(PROVENANCE_AWARE), sizes.untrusted))
     fractions = (0.5,) if quick else SWEEP_FRACTIONS
     for fraction in fractions:
         for provenance in ("trusted-clean",) if quick else ("neutral", "trusted-clean"):
@@ -112,11 +121,6 @@ def full_plan(defenses: tuple[str, ...] = DEFENSES, sizes: Sizes = Sizes(), *,
             name = f"mixed/{provenance}"
             blocks.append(block(name, "targets", Condition(name, "mixed", provenance),
                                 pick(FORGED_DEFENSES), sizes.forged))
-    blocks.append(block("benign-targets", "benign-targets", None, defenses,
-                        sizes.benign_targets))
-    blocks.append(block("benign-squad", "benign-squad", None, cheap, sizes.benign_squad))
-    if not quick:
-        blocks.append(block("benign-nq", "benign-nq", None, cheap, sizes.benign_nq))
     return [b for b in blocks if b.defenses]
 
 
