@@ -6,8 +6,8 @@ import pytest
 
 from trishield.llm import NO_ANSWER, ExtractiveReader, GenerationParams, LLMReader, LLMResponse
 from trishield.llm.base import ChatMessage
-from trishield.llm.extractive import sentences
 from trishield.llm.reader import INSTRUCTION, parse_reply
+from trishield.text import sentences
 
 PASSAGES = [
     ("policy-1", "Northwind accepts returns of unused items. Refunds are issued within 14 days "

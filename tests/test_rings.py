@@ -8,7 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from trishield.answers import contains_answer, is_refusal, normalize_answer, same_answer, token_f1
+from trishield.answers import (
+    contains_answer,
+    is_bare_polar,
+    is_refusal,
+    normalize_answer,
+    polar_support,
+    same_answer,
+    token_f1,
+)
 from trishield.kb.retrieval import Candidate
 from trishield.kb.store import StoredChunk
 from trishield.rings.conflicts import find_conflicts
@@ -277,3 +285,20 @@ def test_evidence_may_come_from_any_agreeing_answer() -> None:
     assert not result.refused
     assert result.answer.startswith("The warranty does not cover")  # the supported statement
     assert result.support == ["w#0"]
+
+
+def test_a_bare_yes_or_no_needs_a_passage_of_the_same_polarity() -> None:
+    question = "Can opened software be refunded?"
+    context = [_passage("r#0", 0.9, "Items are refundable within 30 days. Opened software is "
+                                    "not refundable."),
+               _passage("s#0", 0.8, "Shipping is free on orders over $50.")]
+    agreed_no = Consensus([ScriptedReader("a", lambda ids: "No"),
+                           ScriptedReader("b", lambda ids: "No.")]).decide(question, context)
+    assert not agreed_no.refused and agreed_no.answer in ("No", "No.")
+    assert agreed_no.support == ["r#0"]  # the sentence about opened software, negated
+    agreed_yes = Consensus([ScriptedReader("a", lambda ids: "Yes"),
+                            ScriptedReader("b", lambda ids: "Yes")]).decide(question, context)
+    assert agreed_yes.refused and "no context passage supports" in agreed_yes.reason
+    assert polar_support("Yes", "Opened software can be refunded within 30 days.", question)
+    assert not polar_support("No", "Shipping is free on orders over $50.", question)
+    assert not is_bare_polar("No, it is not") and is_bare_polar("no.")

@@ -11,7 +11,7 @@ import re
 import string
 from collections import Counter
 
-from trishield.text import STOPWORDS, stem
+from trishield.text import STOPWORDS, sentences, stem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -102,6 +102,23 @@ def polarity(answer: str) -> bool | None:
     """True for an answer that starts with "yes", False for "no", else None."""
     tokens = answer_tokens(answer)
     return _POLAR.get(tokens[0]) if tokens else None
+
+
+def is_bare_polar(answer: str) -> bool:
+    """Just "yes" or "no" (punctuation aside): nothing in it a passage could contain."""
+    tokens = answer_tokens(answer)
+    return len(tokens) == 1 and tokens[0] in _POLAR
+
+
+def polar_support(answer: str, text: str, question: str) -> bool:
+    """Whether ``text`` backs a bare yes/no: one of its sentences is about the question (half of
+    its content terms) and is negated exactly when the answer is "no".
+
+    "No" to "Can opened software be refunded?" is backed by "Opened software is not
+    refundable" and contradicted by "Opened software can be refunded within 30 days"."""
+    wanted = polarity(answer)
+    return wanted is not None and any(_statement_polarity(sentence, question) == wanted
+                                      for sentence in sentences(text))
 
 
 def _statement_polarity(statement: str, question: str) -> bool | None:

@@ -13,6 +13,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 _TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*#])")
 
 STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS)
 
@@ -20,6 +21,11 @@ STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS)
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters and digits; apostrophes kept inside words)."""
     return [token.lower() for token in _TOKEN.findall(text)]
+
+
+def sentences(text: str) -> list[str]:
+    """Split a passage into sentences (a heuristic: punctuation then a capital or digit)."""
+    return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
 
 
 def content_words(text: str) -> list[str]:

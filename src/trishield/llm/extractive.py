@@ -13,22 +13,16 @@ import time
 from dataclasses import dataclass
 
 from trishield.llm.base import NO_ANSWER, Passage, ReaderAnswer, passage_pairs
-from trishield.text import index_terms, words
+from trishield.text import index_terms, sentences, words
 
 MODEL_NAME = "extractive"
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*#])")
 _NUMBER = re.compile(r"\d")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+")
 _NUMERIC_QUESTION = re.compile(r"\b(how (many|much|long|old|far|often)|when|what year|"
                                r"which year|what date|how large|how big)\b", re.IGNORECASE)
 _PERSON_QUESTION = re.compile(r"\b(who|whom|whose)\b", re.IGNORECASE)
 TYPE_BONUS = 0.5
-
-
-def sentences(text: str) -> list[str]:
-    """Split a passage into sentences (a heuristic: punctuation then a capital or digit)."""
-    return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
 
 
 @dataclass(frozen=True)
