@@ -287,18 +287,22 @@ def test_evidence_may_come_from_any_agreeing_answer() -> None:
     assert result.support == ["w#0"]
 
 
-def test_a_bare_yes_or_no_needs_a_passage_of_the_same_polarity() -> None:
+def test_a_bare_yes_or_no_is_supported_only_through_an_agreeing_statement() -> None:
     question = "Can opened software be refunded?"
     context = [_passage("r#0", 0.9, "Items are refundable within 30 days. Opened software is "
                                     "not refundable."),
                _passage("s#0", 0.8, "Shipping is free on orders over $50.")]
-    agreed_no = Consensus([ScriptedReader("a", lambda ids: "No"),
-                           ScriptedReader("b", lambda ids: "No.")]).decide(question, context)
-    assert not agreed_no.refused and agreed_no.answer in ("No", "No.")
-    assert agreed_no.support == ["r#0"]  # the sentence about opened software, negated
-    agreed_yes = Consensus([ScriptedReader("a", lambda ids: "Yes"),
-                            ScriptedReader("b", lambda ids: "Yes")]).decide(question, context)
-    assert agreed_yes.refused and "no context passage supports" in agreed_yes.reason
+    for word in ("Yes", "No"):
+        bare = Consensus([ScriptedReader("a", lambda ids, w=word: w),
+                          ScriptedReader("b", lambda ids, w=word: w)]).decide(question, context)
+        assert bare.refused and "no context passage supports" in bare.reason
+
+
+def test_polarity_of_a_statement_scores_a_bare_yes_or_no() -> None:
+    question = "Can opened software be refunded?"
+    assert polar_support("No", "Items are refundable. Opened software is not refundable.",
+                         question)
+    assert not polar_support("Yes", "Opened software is not refundable.", question)
     assert polar_support("Yes", "Opened software can be refunded within 30 days.", question)
     assert not polar_support("No", "Shipping is free on orders over $50.", question)
     assert not is_bare_polar("No, it is not") and is_bare_polar("no.")

@@ -16,10 +16,8 @@ from typing import Protocol
 
 from trishield.answers import (
     answer_core,
-    is_bare_polar,
     is_refusal,
     normalize_answer,
-    polar_support,
     polarity,
     same_answer,
 )
@@ -155,11 +153,12 @@ def group_answers(votes: Sequence[Vote], question: str = "") -> list[list[Vote]]
 
 def supporting_passages(answer: str, passages: Sequence[ContextPassage],
                         question: str = "") -> list[ContextPassage]:
-    """Passages that contain every term of the answer's core (see ``answer_core``); for a bare
-    yes/no, which has no terms to find, passages with a sentence about the question of the same
-    polarity (see ``polar_support``)."""
-    if is_bare_polar(answer):
-        return [p for p in passages if polar_support(answer, p.text, question)]
+    """Passages that contain every term of the answer's core (see ``answer_core``).
+
+    A bare yes/no has no terms to find, so it is supported only through an agreeing statement.
+    Matching it to a passage sentence of the same polarity (``polar_support``) was tried on the
+    safety suite and made things worse: a sentence without a negation word is not a "yes" (it
+    turned two refusals into wrong answers and let two unanswerable questions through)."""
     core = set(answer_core(answer, question))
     return [p for p in passages if core and core <= set(answer_core(p.text))]
 
