@@ -153,7 +153,7 @@ def same_answer(first: str, second: str, question: str = "") -> bool:
         return polar[0] == polar[1]
     if polar[0] is not None or polar[1] is not None:
         bare, statement = (first, second) if polar[0] is not None else (second, first)
-        if len(answer_tokens(bare)) > 1:
+        if not is_bare_polar(bare):
             return False  # "Yes, it costs $15" vs "$20": compare as statements would mislead
         return _statement_polarity(statement, question) == polarity(bare)
     a, b = answer_core(first, question), answer_core(second, question)
