@@ -34,6 +34,8 @@ def main() -> int:
                         help=f"repeatable; default all: {', '.join(DEFENSES)}")
     parser.add_argument("--panel", help="comma-separated panel members")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the report from the answers checkpointed so far")
     args = parser.parse_args()
     started = time.monotonic()
 
@@ -47,9 +49,13 @@ def main() -> int:
         out=args.out, work_dir=args.work_dir, kb_profile=args.kb_profile,
         defenses=validate(args.defenses) if args.defenses else DEFENSES,
         panel=tuple(parse_panel_option(args.panel)) if args.panel else DEFAULT_PANEL,
-        seed=args.seed, progress=progress, say=lambda m: print(m, file=sys.stderr, flush=True))
+        seed=args.seed, report_only=args.report_only, progress=progress,
+        say=lambda m: print(m, file=sys.stderr, flush=True))
     payload = run_poisonedrag(options)
     headers, rows = headline_rows(payload)
+    answers = payload["answers"]
+    print(f"answers checkpointed: {answers['checkpointed']} of {answers['planned']}"
+          + ("" if answers["complete"] else " (partial report)"))
     print(" | ".join(headers))
     for row in rows:
         print(" | ".join(str(cell) for cell in row))

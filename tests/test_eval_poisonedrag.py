@@ -234,6 +234,8 @@ def _run(out: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def _assert_consistent(report: dict) -> None:
     assert report["scoring_version"] and len(report["datasets"]) == 5
+    answers = report["answers"]
+    assert answers["complete"] and answers["checkpointed"] == answers["planned"] > 0
     for block in report["blocks"]:
         results = report["results"][block["name"]]
         assert set(results) == set(block["defenses"])
@@ -267,6 +269,18 @@ def test_quick_benchmark_is_complete_consistent_and_reproducible(tmp_path: Path)
     # answer everything again from scratch (the KBs are reused, the checkpoint is not)
     for checkpoint in work.glob("records-*.jsonl"):
         checkpoint.unlink()
+    # --report-only asks nothing: from an empty checkpoint the report says it is partial
+    partial = _run(tmp_path / "p", work, "--report-only")
+    assert partial.returncode == 0, partial.stderr[-3000:]
+    empty = json.loads((tmp_path / "p" / "report.json").read_text())
+    assert empty["answers"] == {"planned": report["answers"]["planned"], "checkpointed": 0,
+                                "complete": False}
+    assert all(not result["complete"] and result["answered"] == 0
+               for block in empty["results"].values() for result in block.values())
+    assert "partial: 0 of" in (tmp_path / "p" / "report.html").read_text()
+    assert not list(work.glob("records-*.jsonl")) or all(
+        len(path.read_text().splitlines()) <= 1 for path in work.glob("records-*.jsonl"))
+
     second = _run(tmp_path / "b", work)
     assert second.returncode == 0, second.stderr[-3000:]
     for name in ("report.json", "report.html"):

@@ -257,9 +257,11 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--quick", is_flag=True,
               help="A seeded subset on the mini profile (the CI smoke run).")
+@click.option("--report-only", is_flag=True,
+              help="Write the report from the answers checkpointed so far; ask nothing.")
 @json_option
 def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: tuple[str, ...],
-                     panel_option: str | None, seed: int, quick: bool,
+                     panel_option: str | None, seed: int, quick: bool, report_only: bool,
                      json_output: bool) -> None:
     """PoisonedRAG-NQ on a Wikipedia KB: attack families x defenses, baselines and peers."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -280,7 +282,7 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: t
         options = PoisonedRAGOptions(
             out=out_dir, kb_profile=kb_profile, work_dir=work_dir, defenses=chosen,
             panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
-            seed=seed, quick=quick, progress=progress,
+            seed=seed, quick=quick, report_only=report_only, progress=progress,
             say=lambda message: bar.console.print(f"[dim]{escape(message)}[/]"))
         payload = run_poisonedrag(options)
     if json_output:

@@ -40,8 +40,11 @@ def headline_rows(payload: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
 
 def render_html(payload: dict[str, Any]) -> str:
     headers, rows = headline_rows(payload)
+    answers = payload["answers"]
+    status = ("" if answers["complete"] else
+              f" (partial: {answers['checkpointed']:,} of {answers['planned']:,} answers so far)")
     sections = [("Headline: answer-level ASR per attack block, benign accuracy (contains) "
-                 "per benign set", rep.table(headers, rows))]
+                 f"per benign set{status}", rep.table(headers, rows))]
     published = payload["results"].get("published", {})
     charts = [rep.bar_chart("published poisons: answer-level ASR by defense",
                             [(d, r["asr"] or 0.0) for d, r in published.items()

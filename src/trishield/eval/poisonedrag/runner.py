@@ -58,6 +58,9 @@ class PoisonedRAGOptions:
     k: int = 5
     seed: int = 0
     quick: bool = False
+    report_only: bool = False
+    """Score what is checkpointed and ask nothing: the full matrix takes hours on 2 cores, and
+    its rows can be read while it runs (incomplete rows say how many answers they hold)."""
     sizes: Sizes = field(default_factory=Sizes)
     progress: Progress = field(default=lambda done, total, label: None)
     say: Callable[[str], None] = field(default=lambda message: None)
@@ -118,18 +121,20 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     if checkpoint.dropped_torn_line:
         say("the checkpoint's last line was torn by an interruption; that answer is redone")
     asked = {block.name: _questions(block, order, stored, options.seed) for block in blocks}
-    pending = [(block, defense, question) for block in blocks for defense in block.defenses
-               for question in asked[block.name][:block.limit(defense)]
-               if _key(block, defense, question) not in checkpoint]
-    say(f"{len(checkpoint.records)} answers already checkpointed, {len(pending)} to go")
-    panel = build_panel(options.panel)
+    planned = [_key(block, defense, question) for block in blocks for defense in block.defenses
+               for question in asked[block.name][:block.limit(defense)]]
+    pending = [key for key in planned if key not in checkpoint]
+    say(f"{len(planned) - len(pending)} of {len(planned)} answers already checkpointed, "
+        f"{len(pending)} to go")
+    blocks_to_ask = [] if options.report_only else blocks
+    panel = [] if options.report_only else build_panel(options.panel)
     provenance = Provenance(options.work_dir / "keys", options.seed)
     # the perplexity threshold is calibrated on clean training passages: 300 for the real
     # run, 30 for the smoke run (scoring a passage takes seconds on 2 cores)
     baseline_config = {"perplexity-filter": {"sample": 30 if options.quick else 300,
                                              "seed": options.seed}}
     done = 0
-    for block in blocks:
+    for block in blocks_to_ask:
         for defense in block.defenses:
             todo = [q for q in asked[block.name][:block.limit(defense)]
                     if _key(block, defense, q) not in checkpoint]
@@ -155,6 +160,9 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
                     options.progress(done, len(pending), f"{block.name} / {defense}")
 
     payload = _payload(options, blocks, asked, checkpoint, family_kbs, base, config)
+    checkpointed = sum(key in checkpoint for key in planned)
+    payload["answers"] = {"planned": len(planned), "checkpointed": checkpointed,
+                          "complete": checkpointed == len(planned)}
     options.out.mkdir(parents=True, exist_ok=True)
     rep.write_atomic(options.out / "report.json", rep.dumps(payload))
     rep.write_atomic(options.out / "report.html", render_html(payload))
