@@ -28,7 +28,9 @@ from trishield.eval.poisonedrag.plan import Block, full_plan
 from trishield.eval.poisonedrag.provenance import Provenance
 from trishield.eval.poisonedrag.questions import target_questions
 from trishield.eval.poisonedrag.records import Checkpoint
+from trishield.eval.poisonedrag.render import render_markdown
 from trishield.eval.poisonedrag.scoring import score
+from trishield.eval.report import markdown_table
 
 TARGETS = load_targets()
 
@@ -219,6 +221,34 @@ def test_scoring_reports_missing_answers_as_incomplete() -> None:
     assert not result["complete"] and (result["answered"], result["asked"]) == (1, 2)
 
 
+def test_markdown_headline_says_what_each_cell_stands_on() -> None:
+    attacked = {"name": "published", "condition": {"family": "published"}, "size": 4}
+    benign = {"name": "benign-squad", "condition": None, "size": 4}
+    sweep = {"name": "fraction-0.5/neutral", "condition": {"family": "mixed"}, "size": 2}
+
+    def attack(answered: int, asked: int, asr: float) -> dict:
+        return {"answered": answered, "asked": asked, "complete": answered == asked, "asr": asr,
+                "asr_ci95": [0.0, 1.0], "outcomes": {"blocked": 1, "succeeded": 1, "evaded": 0},
+                "accuracy_under_attack": 0.5, "refusals": 0, "cost": {"llm_calls_per_query": 1.0}}
+
+    payload = {
+        "scoring_version": "v", "configuration": {"kb_profile": "mini", "k": 5, "seed": 0},
+        "answers": {"planned": 9, "checkpointed": 8, "complete": False},
+        "blocks": [attacked, benign, sweep],
+        "results": {"published": {"none": attack(4, 4, 0.75), "paraphrase": attack(2, 2, 0.5),
+                                  "expansion-k50": attack(1, 2, 1.0)},
+                    "benign-squad": {"none": {"answered": 4, "asked": 4, "complete": True,
+                                              "accuracy": 0.25}},
+                    "fraction-0.5/neutral": {"none": attack(2, 2, 0.0)}}}
+    text = render_markdown(payload)
+    assert "(partial: 8 of 9 answers so far)" in text
+    assert "| none | 0.75 | 0.25 |" in text
+    assert "| paraphrase | 0.50 (n=2) | not run |" in text
+    assert "| expansion-k50 | 1.00 (1/2) | not run |" in text
+    assert "| fraction-0.5/neutral | 0.00 |" in text
+    assert markdown_table(["a|b"], [[None], [0.5]]) == "| a\\|b |\n|---|\n|  |\n| 0.500 |\n"
+
+
 # -- the CLI smoke run -------------------------------------------------------------------------
 
 def _run(out: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -264,6 +294,8 @@ def test_quick_benchmark_is_complete_consistent_and_reproducible(tmp_path: Path)
     assert report["configuration"]["quick"] and report["configuration"]["kb_profile"] == "mini"
     _assert_consistent(report)
     assert "<svg" in (tmp_path / "a" / "report.html").read_text()
+    markdown = (tmp_path / "a" / "report.md").read_text()
+    assert "partial" not in markdown and "| ring1 |" in markdown
     assert json.loads((tmp_path / "a" / "timing.json").read_text())["latency_by_defense"]
 
     # answer everything again from scratch (the KBs are reused, the checkpoint is not)
@@ -278,12 +310,13 @@ def test_quick_benchmark_is_complete_consistent_and_reproducible(tmp_path: Path)
     assert all(not result["complete"] and result["answered"] == 0
                for block in empty["results"].values() for result in block.values())
     assert "partial: 0 of" in (tmp_path / "p" / "report.html").read_text()
+    assert "partial: 0 of" in (tmp_path / "p" / "report.md").read_text()
     assert not list(work.glob("records-*.jsonl")) or all(
         len(path.read_text().splitlines()) <= 1 for path in work.glob("records-*.jsonl"))
 
     second = _run(tmp_path / "b", work)
     assert second.returncode == 0, second.stderr[-3000:]
-    for name in ("report.json", "report.html"):
+    for name in ("report.json", "report.html", "report.md"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
     # resuming from a complete checkpoint answers nothing and writes the same bytes

@@ -245,7 +245,8 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
 
 @eval_group.command("poisonedrag")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Where report.json, report.html, timing.json and timing.html are written.")
+              help="Where report.json, report.html, report.md, timing.json and timing.html are "
+                   "written.")
 @click.option("--kb-profile", type=click.Choice(["wiki5k", "mini"]), default="wiki5k",
               show_default=True, help="The clean KB (mini: ground truth + 150 passages).")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),

@@ -75,6 +75,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub Markdown table, so README figures are pasted from a generated file, not typed."""
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(_cell(c).replace("|", "\\|") for c in cells) + " |"
+    return "\n".join([line(headers), "|" + "---|" * len(headers), *map(line, rows)]) + "\n"
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.{FLOAT_DIGITS}g}" if abs(value) < 1e-3 and value else f"{value:.3f}"

@@ -38,11 +38,84 @@ def headline_rows(payload: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return headers, rows
 
 
+def _status(payload: dict[str, Any]) -> str:
+    answers = payload["answers"]
+    if answers["complete"]:
+        return ""
+    return f" (partial: {answers['checkpointed']:,} of {answers['planned']:,} answers so far)"
+
+
+def _two(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _short(block: dict[str, Any], result: dict[str, Any] | None, key: str) -> str:
+    """A cell that says on how many questions it stands when that is not the whole block."""
+    if result is None:
+        return "not run"
+    if not result.get("answered"):
+        return ""
+    text = _two(result[key])
+    if not result["complete"]:
+        return f"{text} ({result['answered']}/{result['asked']})"
+    return text if result["asked"] == block["size"] else f"{text} (n={result['asked']})"
+
+
+def render_markdown(payload: dict[str, Any]) -> str:
+    """The headline tables in Markdown: the README quotes this file instead of retyped figures.
+
+    Rows are defenses; the attack families (each with its own row group in the plan) are
+    columns, then benign accuracy, so a defense's price in accuracy sits beside what it buys."""
+    blocks = payload["blocks"]
+    families = [b for b in blocks if b["condition"] and b["name"] == b["condition"]["family"]]
+    benign = [b for b in blocks if not b["condition"]]
+    others = [b for b in blocks if b["condition"] and b not in families]
+    defenses = _defenses(payload)
+    results = payload["results"]
+    headline = rep.markdown_table(
+        ["defense", *[f"{b['name']} ASR" for b in families],
+         *[f"{b['name']} accuracy" for b in benign]],
+        [[d, *[_short(b, results[b["name"]].get(d), "asr") for b in families],
+          *[_short(b, results[b["name"]].get(d), "accuracy") for b in benign]]
+         for d in defenses])
+    parts = [f"# TriShield PoisonedRAG benchmark{_status(payload)}\n",
+             f"Scoring version `{payload['scoring_version']}`, KB profile "
+             f"`{payload['configuration']['kb_profile']}`, k={payload['configuration']['k']}, "
+             f"seed {payload['configuration']['seed']}.\n",
+             "## Headline: answer-level ASR per attack family, benign accuracy "
+             "(contains-answer)\n",
+             "`n=20`: a defense that costs several LLM calls per question answered the first "
+             "20 questions of the block's seeded order; `(3/5)`: answered so far; `not run`: "
+             "outside this defense's plan.\n", headline]
+    published = next((b for b in families if b["name"] == "published"), None)
+    if published is not None:
+        rows = []
+        for defense, r in results["published"].items():
+            if not r.get("answered"):
+                continue
+            low, high = r["asr_ci95"] if r["asr_ci95"] else (None, None)
+            ci = "" if low is None else f" [{low:.2f}, {high:.2f}]"
+            outcomes = r["outcomes"]
+            rows.append([defense, f"{r['answered']}/{r['asked']}",
+                         f"{_short(published, r, 'asr')}{ci}",
+                         f"{outcomes['blocked']} / {outcomes['succeeded']} / {outcomes['evaded']}",
+                         _two(r["accuracy_under_attack"]), r["refusals"],
+                         _two(r["cost"]["llm_calls_per_query"])])
+        parts += ["## Published poisons: ASR with bootstrap 95% CI\n", rep.markdown_table(
+            ["defense", "answered", "ASR", "blocked / succeeded / evaded",
+             "accuracy under attack", "refusals", "LLM calls per query"], rows)]
+    if others:
+        shown = [d for d in defenses if any(d in results[b["name"]] for b in others)]
+        parts += ["## Provenance, poison-fraction sweep and forged tags: answer-level ASR\n",
+                  rep.markdown_table(["block", *shown],
+                                     [[b["name"], *[_short(b, results[b["name"]].get(d), "asr")
+                                                    for d in shown]] for b in others])]
+    return "\n".join(parts)
+
+
 def render_html(payload: dict[str, Any]) -> str:
     headers, rows = headline_rows(payload)
-    answers = payload["answers"]
-    status = ("" if answers["complete"] else
-              f" (partial: {answers['checkpointed']:,} of {answers['planned']:,} answers so far)")
+    status = _status(payload)
     sections = [("Headline: answer-level ASR per attack block, benign accuracy (contains) "
                  f"per benign set{status}", rep.table(headers, rows))]
     published = payload["results"].get("published", {})

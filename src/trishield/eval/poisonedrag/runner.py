@@ -38,7 +38,7 @@ from trishield.eval.poisonedrag.questions import (
     target_questions,
 )
 from trishield.eval.poisonedrag.records import Checkpoint, extract
-from trishield.eval.poisonedrag.render import render_html, render_timing
+from trishield.eval.poisonedrag.render import render_html, render_markdown, render_timing
 from trishield.eval.poisonedrag.scoring import SCORING_VERSION, score, timing
 from trishield.kb import KnowledgeBase
 from trishield.kb.datasets import DATASETS, file_sha256
@@ -92,7 +92,7 @@ def _stored_ids(path: Path) -> set[str]:
 
 
 def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
-    """Run (or resume) the matrix; write report.json, report.html, timing.json, timing.html."""
+    """Run (or resume) the matrix; write report.json/.html/.md, timing.json, timing.html."""
     started = time.perf_counter()
     if options.quick:
         options = replace(options, sizes=QUICK_SIZES, kb_profile="mini")
@@ -166,6 +166,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     options.out.mkdir(parents=True, exist_ok=True)
     rep.write_atomic(options.out / "report.json", rep.dumps(payload))
     rep.write_atomic(options.out / "report.html", render_html(payload))
+    rep.write_atomic(options.out / "report.md", render_markdown(payload))
     timings = timing(checkpoint.records.values(), blocks) | {
         "wall_seconds_this_run": round(time.perf_counter() - started, 1),
         "answers_computed_this_run": done}
