@@ -14,10 +14,6 @@ def _defenses(payload: dict[str, Any]) -> list[str]:
     return [d for d in DEFENSES if d in seen]
 
 
-def _fmt(value: Any) -> Any:
-    return "-" if value is None else value
-
-
 def headline_rows(payload: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """Defense x block: ASR for attacked blocks, accuracy for benign ones."""
     blocks = payload["blocks"]
@@ -25,16 +21,9 @@ def headline_rows(payload: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         f"{b['name']} {'ASR' if b['condition'] else 'accuracy'}" for b in blocks]
     rows = []
     for defense in _defenses(payload):
-        row: list[Any] = [defense]
-        for block in blocks:
-            result = payload["results"][block["name"]].get(defense)
-            if result is None or not result.get("answered"):
-                row.append("")
-                continue
-            value = result["asr"] if block["condition"] else result["accuracy"]
-            mark = "" if result["complete"] else f" ({result['answered']}/{result['asked']})"
-            row.append(f"{_fmt(value) if value is None else f'{value:.2f}'}{mark}")
-        rows.append(row)
+        rows.append([defense, *[_short(block, payload["results"][block["name"]].get(defense),
+                                       "asr" if block["condition"] else "accuracy")
+                                for block in blocks]])
     return headers, rows
 
 
