@@ -7,8 +7,9 @@ headline table and the wall-clock figures)::
 
 Interrupt it at any time: the answers are checkpointed one by one under ``--work-dir`` and the
 LLM responses are cached, so running it again continues where it stopped. The report goes to
-``benchmarks/results/poisonedrag/`` (git-ignored): report.json / report.html / report.md are
-byte-reproducible, timing.json / timing.html hold the wall-clock figures.
+``benchmarks/results/poisonedrag/`` (committed, so that the README's table has its source):
+report.json / report.html / report.md are byte-reproducible, timing.json / timing.html hold the
+wall-clock figures.
 """
 
 from __future__ import annotations
