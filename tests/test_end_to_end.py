@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from trishield.answers import contains_answer
+from trishield.defenses import build_defense
 from trishield.demo import ATTACKER, DEMO_WRITER, corpus_dir
 from trishield.kb import Document, KnowledgeBase, load_path
 from trishield.llm.panel import DEFAULT_PANEL, build_panel
-from trishield.pipeline import Pipeline
 from trishield.rings.ingest_guard import IngestGuard
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def knowledge_bases(tmp_path_factory: pytest.TempPathFactory):
 
 def _ask(root: Path, name: str, panel, question: str, defense: str):
     with KnowledgeBase.open(root / name) as kb:
-        return Pipeline(kb, panel).ask(question, defense=defense)
+        return build_defense(defense, kb, panel).ask(question)
 
 
 def test_poison_changes_the_undefended_answer_but_not_the_defended_one(
@@ -72,7 +72,7 @@ def test_poison_changes_the_undefended_answer_but_not_the_defended_one(
     defended = _ask(knowledge_bases, "defended", panel, QUESTION, "full")
     assert not contains_answer(defended.answer or "", TARGET)
     assert not defended.refused and contains_answer(defended.answer, CORRECT), defended.reason
-    trace = defended.trace
+    trace = defended.trace.as_dict()
     assert trace["gate"]["use_panel"] and trace["ring3"]["rounds"]
     assert {v["member"] for v in trace["ring3"]["rounds"][0]["votes"]} == set(DEFAULT_PANEL)
 

@@ -185,6 +185,7 @@ class ScriptedReader:
 
     def __init__(self, name: str, script):
         self.name, self.vendor, self.script, self.calls = name, f"vendor-{name}", script, 0
+        self.uses_llm = False
 
     def answer(self, question, passages):
         self.calls += 1

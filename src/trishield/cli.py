@@ -17,7 +17,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield import config
+from trishield.defenses import DEFENSES
 from trishield.errors import TriShieldError
+from trishield.kb.documents import TIERS
+from trishield.kb.retrieval import BACKENDS
+from trishield.rings.consensus import GATE_MODES
+
+DEFENSE_NAMES = DEFENSES.names(suite="trishield")
+"""``--defense``: TriShield's settings (the baselines need the benchmark's calibration data)."""
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 errors = Console(stderr=True, highlight=False)
@@ -56,7 +63,7 @@ def cli(data_dir: Path | None) -> None:
 @kb_option
 @click.option("--dataset", help="Ingest a named data set from the data directory "
                                 "(see `trishield datasets`), e.g. wiki5k.")
-@click.option("--tier", type=click.Choice(["trusted", "neutral", "untrusted"]), default="neutral",
+@click.option("--tier", type=click.Choice(TIERS), default="neutral",
               show_default=True, help="Provenance tier of this writer.")
 @click.option("--writer", default="cli", show_default=True, help="Writer name for the audit log.")
 @click.option("--model", "embedding_model", help="Embedding model for a new KB "
@@ -117,7 +124,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
 @cli.command()
 @click.argument("query")
 @kb_option
-@click.option("--backend", type=click.Choice(["dense", "bm25", "hybrid"]), default="dense",
+@click.option("--backend", type=click.Choice(BACKENDS), default="dense",
               show_default=True)
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True)
 @json_option
@@ -150,13 +157,13 @@ def _results_table(query: str, backend: str, candidates) -> Table:
 @cli.command()
 @click.argument("question")
 @kb_option
-@click.option("--defense", type=click.Choice(["none", "ring1", "ring2", "ring3", "ring12", "full"]),
+@click.option("--defense", type=click.Choice(DEFENSE_NAMES),
               default="full", show_default=True, help="How much of TriShield runs.")
-@click.option("--backend", type=click.Choice(["dense", "bm25", "hybrid"]),
+@click.option("--backend", type=click.Choice(BACKENDS),
               help="Retrieval backend (default: the config file's, else dense).")
 @click.option("--panel", "panel_option", help="Comma-separated panel members, e.g. "
               "qwen2.5-0.5b,gemma3-270m,extractive (default: the config file's).")
-@click.option("--gate", type=click.Choice(["always", "gated", "never"]),
+@click.option("--gate", type=click.Choice(GATE_MODES),
               help="When Ring 3 convenes the whole panel.")
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
 @config_option
@@ -167,9 +174,9 @@ def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
     """Answer QUESTION from --kb through the rings, with the trace of every decision."""
     from dataclasses import replace
 
+    from trishield.defenses import build_defense
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel, parse_panel_option
-    from trishield.pipeline import Pipeline
     from trishield.settings import load_settings
     from trishield.trace_view import render_answer
 
@@ -182,7 +189,7 @@ def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
     members = parse_panel_option(panel_option) if panel_option else list(settings.panel)
     with KnowledgeBase.open(kb_dir) as kb:
         panel = build_panel(members, use_cache=not no_cache)
-        answer = Pipeline(kb, panel, config).ask(question, defense=defense)
+        answer = build_defense(defense, kb, panel, config=config).ask(question)
     if json_output:
         _print_json(answer.as_dict())
         return
@@ -201,9 +208,9 @@ def eval_group() -> None:
               default=Path(".trishield/eval/safety"), show_default=True,
               help="Where the suite's knowledge bases are built (and reused).")
 @click.option("--backend", "backends", multiple=True,
-              type=click.Choice(["dense", "bm25", "hybrid"]), help="Repeatable; default all.")
+              type=click.Choice(BACKENDS), help="Repeatable; default all.")
 @click.option("--defense", "defenses", multiple=True,
-              type=click.Choice(["none", "ring1", "ring2", "ring3", "ring12", "full"]),
+              type=click.Choice(DEFENSE_NAMES),
               help="Repeatable; default all.")
 @click.option("--panel", "panel_option", help="Comma-separated panel members.")
 @click.option("--squad-questions", type=click.IntRange(1, 10570), default=300,
@@ -222,7 +229,6 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
         run_safety,
         summary_rows,
     )
-    from trishield.kb import BACKENDS
     from trishield.llm.panel import DEFAULT_PANEL, parse_panel_option
 
     options = SafetyOptions(
@@ -417,7 +423,7 @@ def _key_store(kb_dir: Path):
 @click.argument("name")
 @kb_option
 @click.option("--role", type=click.Choice(["reader", "writer", "admin"]), required=True)
-@click.option("--tier", type=click.Choice(["trusted", "neutral", "untrusted"]),
+@click.option("--tier", type=click.Choice(TIERS),
               default="neutral", show_default=True,
               help="Provenance tier of what this key writes.")
 @json_option

@@ -35,10 +35,20 @@ from typing import Any
 from trishield.errors import InputError
 from trishield.kb.retrieval import BACKENDS
 from trishield.llm.panel import DEFAULT_PANEL, MemberSpec
-from trishield.pipeline import PipelineConfig
 from trishield.rings.consensus import GATE_MODES, ConsensusConfig
 from trishield.rings.ingest_guard import GuardConfig
 from trishield.rings.retrieval_scorer import ScorerConfig
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Everything a defense is built with, apart from its readers."""
+
+    backend: str = "dense"
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    scorer: ScorerConfig = field(default_factory=ScorerConfig)
+    consensus: ConsensusConfig = field(default_factory=ConsensusConfig)
+
 
 _UNIT = {"w_perp", "w_pat", "w_out", "theta", "flag_theta", "tau", "drop_fraction",
          "trust_margin"}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from trishield.pipeline import Answer
+from trishield.trace import GateTrace, Ring1Trace, Ring2Trace, Ring3Trace
 
 
 def _short(text: str, limit: int = 90) -> str:
@@ -16,72 +15,70 @@ def _short(text: str, limit: int = 90) -> str:
     return escape(flat if len(flat) <= limit else flat[:limit - 3] + "...")
 
 
-def _ring1_table(trace: dict[str, Any]) -> Table:
-    ring1 = trace["ring1"]
+def _ring1_table(ring1: Ring1Trace) -> Table:
     table = Table(title=f"Ring 1 (Ingest Guard, query-aware): block at C >= "
-                        f"{ring1['config']['theta']}", title_justify="left")
+                        f"{ring1.config.theta}", title_justify="left")
     for column in ("passage", "S_perp", "S_pat", "S_out", "C", "verdict", "why"):
         table.add_column(column, overflow="fold")
-    for verdict in ring1["verdicts"]:
-        state = ("[red]blocked[/]" if verdict["blocked"]
-                 else "[yellow]flagged[/]" if verdict["flagged"] else "pass")
-        s_out = "-" if verdict["s_out"] is None else f"{verdict['s_out']:.2f}"
-        table.add_row(escape(verdict["id"]), f"{verdict['s_perp']:.2f}",
-                      f"{verdict['s_pat']:.2f}", s_out, f"{verdict['c']:.3f}", state,
-                      _short("; ".join(verdict["reasons"]), 70))
+    for verdict in ring1.verdicts:
+        state = ("[red]blocked[/]" if verdict.blocked
+                 else "[yellow]flagged[/]" if verdict.flagged else "pass")
+        s_out = "-" if verdict.s_out is None else f"{verdict.s_out:.2f}"
+        table.add_row(escape(verdict.id), f"{verdict.s_perp:.2f}", f"{verdict.s_pat:.2f}",
+                      s_out, f"{verdict.c:.3f}", state, _short("; ".join(verdict.reasons), 70))
     return table
 
 
-def _ring2_table(trace: dict[str, Any]) -> Table:
-    ring2 = trace["ring2"]
+def _ring2_table(ring2: Ring2Trace) -> Table:
     table = Table(title="Ring 2 (Retrieval Scorer): T = w_prov*S_con + (1-w_prov)*s_rel",
                   title_justify="left")
     for column in ("#", "passage", "tier", "w_prov", "s_rel", "S_con", "T", "context"):
         table.add_column(column, overflow="fold")
-    for row in ring2["ranked"]:
-        table.add_row(str(row["trust_rank"]), escape(row["chunk_id"]), row["tier"],
-                      f"{row['w_prov']:.2f}", f"{row['s_rel']:.2f}", f"{row['s_con']:.2f}",
-                      f"{row['trust']:.3f}", "[green]yes[/]" if row["in_context"] else "dropped")
+    for row in ring2.ranked:
+        table.add_row(str(row.trust_rank), escape(row.chunk_id), row.tier,
+                      f"{row.w_prov:.2f}", f"{row.s_rel:.2f}", f"{row.s_con:.2f}",
+                      f"{row.trust:.3f}", "[green]yes[/]" if row.in_context else "dropped")
     return table
 
 
-def _ring3_table(trace: dict[str, Any]) -> Table:
-    ring3 = trace["ring3"]
-    table = Table(title=f"Ring 3 (Cross-LLM Consensus): gate "
-                        f"{'open' if trace['gate']['use_panel'] else 'closed'} "
-                        f"({escape('; '.join(trace['gate']['reasons']))})",
+def _ring3_table(ring3: Ring3Trace, gate: GateTrace | None) -> Table:
+    opened = "open" if gate is None or gate.use_panel else "closed"
+    why = "; ".join(gate.reasons) if gate is not None else ""
+    table = Table(title=f"Ring 3 (Cross-LLM Consensus): gate {opened} ({escape(why)})",
                   title_justify="left")
     for column in ("round", "member", "vendor", "answer", "cached"):
         table.add_column(column, overflow="fold")
-    for number, round_ in enumerate(ring3["rounds"], start=1):
-        for vote in round_["votes"]:
-            answer = "[dim]declined[/]" if vote["refused"] else _short(vote["answer"], 60)
-            table.add_row(f"{number} (agreement {round_['agreement']:.2f})",
-                          escape(vote["member"]), escape(vote["vendor"]), answer,
-                          "yes" if vote["cached"] else "no")
+    for number, round_ in enumerate(ring3.rounds, start=1):
+        for vote in round_.votes:
+            answer = "[dim]declined[/]" if vote.refused else _short(vote.answer, 60)
+            table.add_row(f"{number} (agreement {round_.agreement:.2f})",
+                          escape(vote.member), escape(vote.vendor), answer,
+                          "yes" if vote.cached else "no")
     return table
 
 
 def render_answer(console: Console, answer: Answer) -> None:
     trace = answer.trace
-    console.print(f"[bold]Question:[/] {escape(trace['question'])}   "
-                  f"[dim](defense {trace['defense']}, {trace['backend']} retrieval, "
-                  f"pool {trace['pool']}, k {trace['k']})[/]")
-    if "ring1" in trace:
-        console.print(_ring1_table(trace))
-    if "ring2" in trace:
-        console.print(_ring2_table(trace))
-        for conflict in trace["ring2"]["conflicts"]:
-            console.print(f"  [yellow]conflict:[/] {escape(conflict['a'])} says "
-                          f"{escape(conflict['a_value'])}, {escape(conflict['b'])} says "
-                          f"{escape(conflict['b_value'])}")
-    if "ring3" in trace:
-        console.print(_ring3_table(trace))
-    elif trace.get("reader"):
-        vote = trace["reader"]
-        console.print(f"Reader {escape(vote['member'])} ({escape(vote['vendor'])}): "
-                      f"{_short(vote['answer'], 120)}")
-    context = ", ".join(f"{escape(p['id'])} ({p['tier']})" for p in trace["context"])
+    console.print(f"[bold]Question:[/] {escape(trace.question)}   "
+                  f"[dim](defense {trace.defense}, {trace.backend} retrieval, "
+                  f"pool {trace.pool}, k {trace.k})[/]")
+    if trace.ring1 is not None:
+        console.print(_ring1_table(trace.ring1))
+    if trace.ring2 is not None:
+        console.print(_ring2_table(trace.ring2))
+        for conflict in trace.ring2.conflicts:
+            console.print(f"  [yellow]conflict:[/] {escape(conflict.a)} says "
+                          f"{escape(conflict.a_value)}, {escape(conflict.b)} says "
+                          f"{escape(conflict.b_value)}")
+    if trace.ring3 is not None:
+        console.print(_ring3_table(trace.ring3, trace.gate))
+    elif trace.reader is not None:
+        vote = trace.reader
+        console.print(f"Reader {escape(vote.member)} ({escape(vote.vendor)}): "
+                      f"{_short(vote.answer, 120)}")
+    for stage, details in trace.details.items():
+        console.print(f"[dim]{escape(stage)}: {_short(str(details), 160)}[/]")
+    context = ", ".join(f"{escape(p.id)} ({p.tier})" for p in trace.context)
     console.print(f"[bold]Context sent:[/] {context or '(nothing)'}")
     if answer.refused:
         console.print(f"[bold red]Refused:[/] {escape(answer.reason)}")
@@ -89,5 +86,5 @@ def render_answer(console: Console, answer: Answer) -> None:
         cited = ", ".join(escape(c) for c in answer.citations) or "none"
         console.print(f"[bold green]Answer:[/] {escape(answer.answer or '')}   "
                       f"[dim]citations: {cited}; {escape(answer.reason)}[/]")
-    console.print(f"[dim]LLM calls {trace['llm_calls']} (+{trace['llm_calls_cached']} cached), "
-                  f"{trace['timings_s']['total']:.2f}s[/]")
+    console.print(f"[dim]LLM calls {trace.llm_calls} (+{trace.llm_calls_cached} cached), "
+                  f"{trace.timings_s['total']:.2f}s[/]")

@@ -15,10 +15,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield.answers import contains_answer
+from trishield.defenses import build_defense
 from trishield.demo import ATTACKER, DEMO_WRITER, attacks, corpus_dir, questions
 from trishield.kb import BACKENDS, Document, KnowledgeBase, load_path
 from trishield.llm.panel import build_panel
-from trishield.pipeline import Answer, Pipeline, PipelineConfig
+from trishield.pipeline import Answer
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
 
 BENIGN_QUESTIONS = ("q04", "q09")
@@ -31,15 +32,15 @@ def _what_stopped_it(answer: Answer, poison_ids: set[str], quarantined: set[str]
     held = sorted(poison_ids & quarantined)
     if held:
         notes.append(f"{len(held)} poison(s) quarantined at ingest by Ring 1")
-    blocked = [c for c in trace.get("ring1", {}).get("blocked", [])
+    blocked = [c for c in (trace.ring1.blocked if trace.ring1 else [])
                if c.split("#")[0] in poison_ids]
     if blocked:
         notes.append(f"{len(blocked)} blocked by Ring 1 after retrieval")
-    dropped = [c for c in trace.get("ring2", {}).get("dropped", [])
+    dropped = [c for c in (trace.ring2.dropped if trace.ring2 else [])
                if c.split("#")[0] in poison_ids]
     if dropped:
         notes.append(f"{len(dropped)} ranked out of the context by Ring 2")
-    in_context = [p["id"] for p in trace["context"] if p["doc_id"] in poison_ids]
+    in_context = [p.id for p in trace.context if p.doc_id in poison_ids]
     if in_context:
         notes.append(f"{len(in_context)} reached the context; Ring 3: {answer.reason}")
     return "; ".join(notes) or "no poison was retrieved"
@@ -81,11 +82,11 @@ def run_demo(console: Console, directory: Path, *, k: int = 3) -> None:
     rows = []
     with KnowledgeBase.open(directory / "plain") as plain, \
             KnowledgeBase.open(directory / "defended") as defended:
-        undefended = Pipeline(plain, panel, PipelineConfig())
-        trishield = Pipeline(defended, panel, PipelineConfig())
+        undefended = build_defense("none", plain, panel)
+        trishield = build_defense("full", defended, panel)
         for attack in plan:
-            before = undefended.ask(attack.question, defense="none")
-            after = trishield.ask(attack.question, defense="full")
+            before = undefended.ask(attack.question)
+            after = trishield.ask(attack.question)
             planted = {d["id"] for d in attack.documents}
             for label, answer in (("none", before), ("full", after)):
                 fooled = answer.answer is not None and contains_answer(answer.answer,
@@ -97,7 +98,7 @@ def run_demo(console: Console, directory: Path, *, k: int = 3) -> None:
                              if label == "full" else "-"))
         for question in questions():
             if question.id in BENIGN_QUESTIONS:
-                answer = trishield.ask(question.question, defense="full")
+                answer = trishield.ask(question.question)
                 state = ("[red]false refusal[/]" if answer.refused else
                          "[green]correct[/]" if contains_answer(answer.answer or "",
                                                                  question.answer)
@@ -105,7 +106,7 @@ def run_demo(console: Console, directory: Path, *, k: int = 3) -> None:
                          else "[yellow]answered[/]")
                 rows.append((question.question, "full (benign)",
                              "refused: " + answer.reason if answer.refused else answer.answer,
-                             state, f"LLM calls {answer.trace['llm_calls']}"))
+                             state, f"LLM calls {answer.trace.llm_calls}"))
     table = Table(title="Targeted questions: --defense none (plain KB) vs --defense full",
                   title_justify="left", show_lines=True)
     for column in ("question", "defense", "answer", "outcome", "what the trace says"):

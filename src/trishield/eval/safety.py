@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from trishield.answers import answer_core, contains_answer, is_bare_polar, polar_support
+from trishield.defenses import DEFENSES, build_defense
 from trishield.demo import ATTACKER, DEMO_WRITER, corpus_dir
 from trishield.eval import report as rep
 from trishield.eval.metrics import OUTCOMES, answer_quality, attack_outcome, rate
@@ -33,11 +34,11 @@ from trishield.eval.safety_cases import SafetySuite, data_sha256, load_qa_slice,
 from trishield.kb import BACKENDS, Document, KnowledgeBase, load_path
 from trishield.kb.datasets import DATASETS, file_sha256
 from trishield.llm.panel import DEFAULT_PANEL, MemberSpec, build_panel
-from trishield.pipeline import RINGS_OF, Answer, Pipeline, PipelineConfig
+from trishield.pipeline import Answer, Pipeline
 from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import IngestGuard
-from trishield.rings.retrieval_scorer import ScorerConfig
-from trishield.text import QUESTION_PHRASING
+from trishield.rings.retrieval_scorer import ScorerConfig, out_of_scope_terms
+from trishield.settings import PipelineConfig
 
 SCORING_VERSION = "safety-3"
 """Bump whenever a scoring rule below changes meaning: reports of different versions differ."""
@@ -126,7 +127,7 @@ def calibrate_floor(answerable: Sequence[float], unanswerable: Sequence[float]) 
 
 def out_of_scope(kb: KnowledgeBase, question: str) -> list[str]:
     """What Ring 2's closed-domain check refuses the question for (empty: it passes)."""
-    return [t for t in kb.unknown_terms(question) if t not in QUESTION_PHRASING]
+    return out_of_scope_terms(kb.unknown_terms(question))
 
 
 def calibrate(kb: KnowledgeBase, suite: SafetySuite, backends: Sequence[str]) -> dict[str, Any]:
@@ -151,13 +152,10 @@ def calibrate(kb: KnowledgeBase, suite: SafetySuite, backends: Sequence[str]) ->
 
 def _record(answer: Answer) -> dict[str, Any]:
     trace = answer.trace
-    votes = trace.get("ring3", {}).get("rounds", [])
-    panel_votes = sum(1 for r in votes for v in r["votes"] if v["llm"])
-    single = trace.get("reader")
     return {"answer": answer.answer, "refused": answer.refused, "reason": answer.reason,
             "citations": answer.citations,
-            "context": sorted({p["doc_id"] for p in trace["context"]}),
-            "llm_calls": panel_votes + (1 if single and single["llm"] else 0)}
+            "context": sorted({p.doc_id for p in trace.context}),
+            "llm_calls": trace.llm_calls + trace.llm_calls_cached}
 
 
 def _benign_correct(answer: str | None, gold: str, question: str) -> bool:
@@ -217,11 +215,11 @@ def _score_answerable(cases_in: Sequence[Any], records: dict[str, dict]) -> dict
 
 # -- running ----------------------------------------------------------------------------------
 
-def _ask_all(pipeline: Pipeline, defense: str, questions: Sequence[tuple[str, str]],
+def _ask_all(pipeline: Pipeline, questions: Sequence[tuple[str, str]],
              answers: list[str]) -> dict[str, dict]:
     records = {}
     for case_id, question in questions:
-        record = _record(pipeline.ask(question, defense=defense))
+        record = _record(pipeline.ask(question))
         if record["answer"]:
             answers.append(record["answer"])
         records[case_id] = record
@@ -240,16 +238,15 @@ def _config(backend: str, floor: float) -> PipelineConfig:
 def _setting(suite: SafetySuite, panel: list, kbs: dict[str, KnowledgeBase], config:
              PipelineConfig, defense: str) -> dict[str, Any]:
     answers: list[str] = []
-    poisoned = kbs["guarded"] if 1 in RINGS_OF[defense] else kbs["plain"]
-    on_poisoned = Pipeline(poisoned, panel, config)
-    on_clean = Pipeline(kbs["clean"], panel, config)
-    attacks = _ask_all(on_poisoned, defense, [(c.id, c.question) for c in suite.attacks],
-                       answers)
-    bystanders = _ask_all(on_poisoned, defense, [(c.id, c.question) for c in suite.bystanders],
+    poisoned = kbs["guarded"] if 1 in DEFENSES.entry(defense).meta["rings"] else kbs["plain"]
+    on_poisoned = build_defense(defense, poisoned, panel, config=config)
+    on_clean = build_defense(defense, kbs["clean"], panel, config=config)
+    attacks = _ask_all(on_poisoned, [(c.id, c.question) for c in suite.attacks], answers)
+    bystanders = _ask_all(on_poisoned, [(c.id, c.question) for c in suite.bystanders],
                           answers)
-    benign = _ask_all(on_clean, defense, [(c.id, c.question) for c in suite.benign], answers)
-    unanswerable = _ask_all(on_clean, defense,
-                            [(c.id, c.question) for c in suite.unanswerable], answers)
+    benign = _ask_all(on_clean, [(c.id, c.question) for c in suite.benign], answers)
+    unanswerable = _ask_all(on_clean, [(c.id, c.question) for c in suite.unanswerable],
+                            answers)
     canaries = {c.success.value for c in suite.attacks if c.success.kind == "canary"}
     records = [*attacks.values(), *bystanders.values(), *benign.values(),
                *unanswerable.values()]
@@ -280,9 +277,10 @@ def _qa_slice(panel: list, kb: KnowledgeBase, backends: Sequence[str],
                  for qa in paragraph["qas"]]
     results = {}
     for backend in backends:
-        pipeline = Pipeline(kb, panel, _config(backend, calibration[backend]["floor"]))
+        config = _config(backend, calibration[backend]["floor"])
         for defense in ("none", "full"):
-            scores = [answer_quality(pipeline.ask(q, defense=defense).answer, golds)
+            pipeline = build_defense(defense, kb, panel, config=config)
+            scores = [answer_quality(pipeline.ask(q).answer, golds)
                       for _, q, golds in questions]
             results.setdefault(backend, {})[defense] = {
                 metric: sum(s[metric] for s in scores) / len(scores)

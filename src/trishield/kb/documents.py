@@ -18,6 +18,10 @@ class Tier(StrEnum):
     UNTRUSTED = "untrusted"
 
 
+TIERS: tuple[str, ...] = tuple(tier.value for tier in Tier)
+"""Every tier's name, most trusted first (CLI choices and API schemas read this)."""
+
+
 def normalise_whitespace(text: str) -> str:
     """Collapse runs of whitespace so that re-flowed copies of a text hash alike."""
     return _WHITESPACE.sub(" ", text).strip()

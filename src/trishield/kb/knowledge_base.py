@@ -31,7 +31,7 @@ from trishield.errors import ConflictError, InputError, KnowledgeBaseError, NotF
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
-from trishield.kb.retrieval import BACKENDS, Candidate, hybrid_depth, reciprocal_rank_fusion
+from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.store import SCHEMA_VERSION, Store
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
 from trishield.rings.ingest_guard import GuardVerdict, IngestGuard, outlier_scores
@@ -462,16 +462,8 @@ class KnowledgeBase:
         if not 1 <= k <= MAX_K:
             raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
         dense, lexical = self.indexes()
-        if backend == "hybrid":
-            read = depth or hybrid_depth(k)
-            fused = reciprocal_rank_fusion({"dense": self._dense(dense, query, read),
-                                            "bm25": lexical.search(query, read)})[:k]
-            scored = [(item, score, parts) for item, score, parts in fused]
-        else:
-            ranking = (self._dense(dense, query, k) if backend == "dense"
-                       else lexical.search(query, k))
-            scored = [(item, score, {backend: {"rank": rank, "score": round(score, 6)}})
-                      for rank, (item, score) in enumerate(ranking, start=1)]
+        searchers = Searchers(lambda text, n: self._dense(dense, text, n), lexical.search)
+        scored = RETRIEVAL_BACKENDS.get(backend)(searchers, query, k, depth)
         chunks = self.store.chunks_by_pk([item for item, _, _ in scored])
         return [Candidate(chunks[item], score, rank, backend, parts)
                 for rank, (item, score, parts) in enumerate(scored, start=1)]

@@ -7,12 +7,13 @@ the trace. Anything that thresholds a score must calibrate per backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from trishield.kb.store import StoredChunk
+from trishield.registry import Registry
 
-BACKENDS = ("dense", "bm25", "hybrid")
 RRF_CONSTANT = 60
 """The usual reciprocal-rank-fusion constant (Cormack et al., 2009)."""
 
@@ -76,3 +77,45 @@ def reciprocal_rank_fusion(
 def hybrid_depth(k: int) -> int:
     """How deep each list is read before fusion: deeper than k, so fusion has material."""
     return max(HYBRID_MIN_DEPTH, HYBRID_DEPTH_FACTOR * k)
+
+
+Ranking = list[tuple[int, float, dict[str, dict[str, float]]]]
+"""``(chunk pk, score, per-list components)`` in rank order."""
+
+
+class Searchers(NamedTuple):
+    """The two index searches a backend may combine: ``(query, depth) -> [(pk, score)]``."""
+
+    dense: Callable[[str, int], list[tuple[int, float]]]
+    lexical: Callable[[str, int], list[tuple[int, float]]]
+
+
+RankingFunction = Callable[[Searchers, str, int, "int | None"], Ranking]
+RETRIEVAL_BACKENDS: Registry[RankingFunction] = Registry("retrieval backend")
+"""Retrieval backends by name; a backend ranks chunks from the KB's indexes."""
+
+
+def _single(name: str, ranking: list[tuple[int, float]]) -> Ranking:
+    return [(item, score, {name: {"rank": rank, "score": round(score, 6)}})
+            for rank, (item, score) in enumerate(ranking, start=1)]
+
+
+@RETRIEVAL_BACKENDS.register("dense", summary="cosine similarity of sentence embeddings")
+def dense_ranking(search: Searchers, query: str, k: int, depth: int | None) -> Ranking:
+    return _single("dense", search.dense(query, k))
+
+
+@RETRIEVAL_BACKENDS.register("bm25", summary="BM25 over stemmed words")
+def bm25_ranking(search: Searchers, query: str, k: int, depth: int | None) -> Ranking:
+    return _single("bm25", search.lexical(query, k))
+
+
+@RETRIEVAL_BACKENDS.register("hybrid", summary="reciprocal-rank fusion of dense and bm25")
+def hybrid_ranking(search: Searchers, query: str, k: int, depth: int | None) -> Ranking:
+    read = depth or hybrid_depth(k)
+    return reciprocal_rank_fusion({"dense": search.dense(query, read),
+                                   "bm25": search.lexical(query, read)})[:k]
+
+
+BACKENDS: tuple[str, ...] = RETRIEVAL_BACKENDS.names()
+"""The registered backends' names (every CLI choice and config check reads this)."""

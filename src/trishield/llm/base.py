@@ -8,6 +8,7 @@ prompt is what costs seconds on a CPU.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -100,7 +101,7 @@ Passage = str | tuple[str, str]
 """A context passage: its text (cited by its 1-based position) or an ``(id, text)`` pair."""
 
 
-def passage_pairs(passages: list[Passage]) -> list[tuple[str, str]]:
+def passage_pairs(passages: Sequence[Passage]) -> list[tuple[str, str]]:
     """``(id, text)`` for each passage; a bare string is cited by its 1-based position."""
     pairs = []
     for position, passage in enumerate(passages, start=1):
@@ -136,8 +137,19 @@ class ReaderAnswer:
         return asdict(self)
 
 
+@runtime_checkable
 class Reader(Protocol):
-    """Answers a question from passages: an LLM behind a prompt, or the extractive baseline."""
+    """Answers a question from passages: an LLM behind a prompt, or the extractive reader.
 
-    def answer(self, question: str, passages: list[Passage]) -> ReaderAnswer:
+    The one definition of a reader, used by the panel, the single-reader answerer and every
+    baseline. ``vendor`` is who trained the model (the panel wants independent errors);
+    ``uses_llm`` says whether an answer costs an LLM call, which is what the evaluation counts
+    (the extractive reader costs none and cannot be instruction-injected).
+    """
+
+    name: str
+    vendor: str
+    uses_llm: bool
+
+    def answer(self, question: str, passages: Sequence[Passage]) -> ReaderAnswer:
         ...

@@ -56,6 +56,7 @@ class ExtractiveReader:
 
     name = MODEL_NAME
     vendor = "TriShield (no LLM)"
+    uses_llm = False
 
     def answer(self, question: str, passages: list[Passage]) -> ReaderAnswer:
         started = time.perf_counter()

@@ -92,6 +92,8 @@ def cite(answer: str, pairs: list[tuple[str, str]]) -> list[str]:
 class LLMReader:
     """Answers from passages with one chat backend (the unit a Ring 3 panel member uses)."""
 
+    uses_llm = True
+
     def __init__(self, backend: ChatBackend, prompt_style: PromptStyle = "auto", *,
                  max_tokens: int = 48, seed: int = 0):
         if prompt_style not in PROMPT_STYLES:

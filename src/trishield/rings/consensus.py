@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from trishield.answers import (
     answer_core,
@@ -21,28 +20,10 @@ from trishield.answers import (
     polarity,
     same_answer,
 )
+from trishield.llm.base import Reader, ReaderAnswer
+from trishield.stages import ContextPassage
 
 GATE_MODES = ("always", "gated", "never")
-
-
-@dataclass(frozen=True)
-class ContextPassage:
-    """What Ring 3 knows of a context passage: identity, provenance, trust and text."""
-
-    id: str
-    doc_id: str
-    tier: str
-    trust: float
-    text: str
-
-
-class Reader(Protocol):
-    """A panel member: an LLM reader or the extractive reader."""
-
-    name: str
-    vendor: str
-
-    def answer(self, question: str, passages: Sequence[tuple[str, str]]): ...
 
 
 @dataclass(frozen=True)
@@ -73,12 +54,12 @@ class Vote:
     llm: bool = True
 
     @classmethod
-    def of(cls, member: object, reply) -> Vote:
+    def of(cls, member: Reader, reply: ReaderAnswer) -> Vote:
         """The vote a reader's reply casts (an answer that says "I don't know" is a refusal)."""
         return cls(member.name, member.vendor, reply.text,
                    bool(reply.refused) or is_refusal(reply.text), list(reply.citations),
                    bool(reply.cached), reply.seconds, reply.prompt_tokens,
-                   reply.completion_tokens, is_llm(member))
+                   reply.completion_tokens, member.uses_llm)
 
     def as_dict(self) -> dict[str, object]:
         return {"member": self.member, "vendor": self.vendor, "llm": self.llm,
@@ -120,19 +101,14 @@ class ConsensusResult:
                 "retried": len(self.rounds) > 1}
 
 
-def is_llm(member: object) -> bool:
-    """LLM readers wrap a chat backend; the extractive reader has none and costs no LLM call."""
-    return getattr(member, "backend", None) is not None
-
-
-def presented_to(member: object, passages: Sequence[ContextPassage]) -> list[tuple[str, str]]:
+def presented_to(member: Reader, passages: Sequence[ContextPassage]) -> list[tuple[str, str]]:
     """The context as ``(id, text)`` pairs in the order this member should read it.
 
     Passages arrive most-trusted first. Small LLMs weigh what they read last (next to the
     question) most, so an LLM gets them most-trusted *last*; the extractive reader, which
     breaks ties towards earlier passages, keeps the trust order.
     """
-    ordered = list(reversed(passages)) if is_llm(member) else list(passages)
+    ordered = list(reversed(passages)) if member.uses_llm else list(passages)
     return [(p.id, p.text) for p in ordered]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from trishield.kb.retrieval import Candidate
 from trishield.rings.conflicts import Conflict, find_conflicts
-from trishield.text import content_words
+from trishield.text import QUESTION_PHRASING, content_words
 
 
 @dataclass(frozen=True)
@@ -133,3 +133,9 @@ class RetrievalScorer:
             conflicts = find_conflicts([(p.candidate.chunk_id, p.candidate.doc_id,
                                          p.candidate.chunk.text) for p in ranked])
         return ScorerResult(ranked, conflicts)
+
+
+def out_of_scope_terms(unknown_terms: Sequence[str]) -> list[str]:
+    """Closed-domain mode: the terms of a question the KB never mentions, question phrasing
+    ("how", "long", "take") aside. One definition for Ring 2 and the evaluation's split."""
+    return [term for term in unknown_terms if term not in QUESTION_PHRASING]

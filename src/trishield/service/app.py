@@ -204,10 +204,10 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         """An answer or a refusal, its citations and the trace of every ring's decision."""
         panel = state.panel(body.panel)
         with state.ask_slot(), state.reader() as kb:
-            answer = state.pipeline(kb, panel, body.backend, body.gate).ask(
-                body.question, defense=body.defense).as_dict()
+            answer = state.pipeline(kb, panel, body.backend, body.gate,
+                                    body.defense).ask(body.question)
         state.metrics.record_answer(body.defense, answer)
-        return answer
+        return answer.as_dict()
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

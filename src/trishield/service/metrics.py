@@ -6,10 +6,10 @@ one process (the tests start several) never share or double-register counters.
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from trishield.pipeline import Answer
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -50,24 +50,24 @@ class ServiceMetrics:
         self.asks_in_flight = Gauge("trishield_asks_in_flight",
                                     "Asks inside the pipeline now", registry=r)
 
-    def record_answer(self, defense: str, answer: dict[str, Any]) -> None:
+    def record_answer(self, defense: str, answer: Answer) -> None:
         """Count one ask's outcome from its trace."""
-        trace = answer["trace"]
+        trace = answer.trace
         self.queries.labels("ask", defense).inc()
-        if "ring1" in trace:
-            self.blocks.labels("ring1").inc(len(trace["ring1"]["blocked"]))
-        if "ring2" in trace:
-            self.blocks.labels("ring2").inc(len(trace["ring2"]["dropped"]))
-        votes = [v for r in trace.get("ring3", {}).get("rounds", []) for v in r["votes"]]
-        if trace.get("reader"):
-            votes.append(trace["reader"])
+        if trace.ring1 is not None:
+            self.blocks.labels("ring1").inc(len(trace.ring1.blocked))
+        if trace.ring2 is not None:
+            self.blocks.labels("ring2").inc(len(trace.ring2.dropped))
+        votes = [v for r in trace.ring3.rounds for v in r.votes] if trace.ring3 else []
+        if trace.reader is not None:
+            votes.append(trace.reader)
         for vote in votes:
-            self.panel_calls.labels(vote["member"], "yes" if vote["cached"] else "no").inc()
-        if answer["refused"]:
+            self.panel_calls.labels(vote.member, "yes" if vote.cached else "no").inc()
+        if answer.refused:
             self.refusals.labels(defense).inc()
-            if "ring3" in trace:
+            if trace.ring3 is not None:
                 self.blocks.labels("ring3").inc()
-        self.ask_latency.labels(defense).observe(trace["timings_s"]["total"])
+        self.ask_latency.labels(defense).observe(trace.timings_s["total"])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -13,14 +13,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from trishield.defenses import DEFENSES
+from trishield.kb.documents import TIERS
 from trishield.kb.loaders import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
+from trishield.kb.retrieval import BACKENDS
+from trishield.rings.consensus import GATE_MODES
 
 MAX_BATCH = 500
 MAX_QUESTION_CHARS = 2000
 MAX_PANEL = 5
-Backend = Literal["dense", "bm25", "hybrid"]
-Defense = Literal["none", "ring1", "ring2", "ring3", "ring12", "full"]
-TierName = Literal["trusted", "neutral", "untrusted"]
+# the names come from the registries, so a registered backend or defense is accepted here too
+Backend = Literal[BACKENDS]  # type: ignore[valid-type]
+Defense = Literal[DEFENSES.names(suite="trishield")]  # type: ignore[misc]
+TierName = Literal[TIERS]  # type: ignore[valid-type]
 _ID_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\\%?#]")
 
 
@@ -189,7 +194,7 @@ class AskRequest(Strict):
     panel: list[str] | None = Field(None, min_length=1, max_length=MAX_PANEL,
                                     description="Panel members by name (see GET /v1/panel); "
                                                 "default: the service's panel.")
-    gate: Literal["always", "gated", "never"] | None = None
+    gate: Literal[GATE_MODES] | None = None  # type: ignore[valid-type]
 
 
 class AskResponse(BaseModel):

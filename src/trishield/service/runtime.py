@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from trishield.defenses import build_defense
 from trishield.errors import InputError
 from trishield.kb import KnowledgeBase
 from trishield.llm.base import Reader
@@ -141,10 +142,10 @@ class Runtime:
             return [self._readers[name] for name in names]
 
     def pipeline(self, kb: KnowledgeBase, panel: list[Reader], backend: str | None,
-                 gate: str | None) -> Pipeline:
+                 gate: str | None, defense: str) -> Pipeline:
         config = self.config.settings.pipeline
         if backend:
             config = replace(config, backend=backend)
         if gate:
             config = replace(config, consensus=replace(config.consensus, gate=gate))
-        return Pipeline(kb, panel, config)
+        return build_defense(defense, kb, panel, config=config)

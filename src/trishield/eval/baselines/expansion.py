@@ -7,7 +7,7 @@ re-opened with a larger context (``n_ctx``, default 16,384, capped at what the m
 for; Qwen2.5 was trained for 32,768, SmolLM2-135M for 8,192) as a separate llama.cpp instance,
 and the reader gets all 50 passages whenever they fit. Only if the estimated prompt still does
 not fit are the lowest-ranked passages dropped, deterministically, and the trace says which and
-why. The token cost is in ``trace["tokens"]`` (llama.cpp's own count).
+why. The token cost is in ``trace.tokens`` (llama.cpp's own count).
 """
 
 from __future__ import annotations
@@ -15,19 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from trishield.errors import InputError
-from trishield.eval.baselines.base import (
-    Run,
-    check_backend,
-    check_k,
-    check_question,
-    check_reader,
-    removed_row,
-)
-from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
 from trishield.llm.cache import CachedBackend
 from trishield.llm.reader import INSTRUCTION, LLMReader
-from trishield.pipeline import Answer
+from trishield.stages import Run
 
 DEFAULT_K = 50
 DEFAULT_N_CTX = 16384
@@ -76,34 +67,31 @@ def fit_to_context(question: str, candidates: list[Candidate], limit: int | None
     return kept, candidates[len(kept):], fixed + sum(sizes[:len(kept)])
 
 
-class KnowledgeExpansion:
-    """Retrieve ``k`` (50) and answer from every one of them."""
+class FitToContext:
+    """A candidate filter that keeps what fits the reader's context window (a length limit,
+    not a detection: what it drops is traced in ``details``, never as ``removed``)."""
 
-    def __init__(self, kb: KnowledgeBase, reader: object, *, backend: str = "dense",
-                 k: int = DEFAULT_K, n_ctx: int = DEFAULT_N_CTX):
-        self.kb = kb
-        check_reader(reader)
-        self.backend = check_backend(backend)
-        self.k = check_k(k)
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 512:
-            raise InputError(f"n_ctx must be an integer >= 512, got {n_ctx!r}")
-        self.reader, self.context_window = widened_reader(reader, n_ctx)
-        self.name = f"expansion-k{self.k}"
+    name = "expansion"
 
-    def ask(self, question: str) -> Answer:
-        question = check_question(question)
-        run = Run(self.name, question, self.backend, self.k, self.reader)
-        candidates = run.retrieve(self.kb, question, self.k)
-        params = getattr(self.reader, "params", None)
-        answer_tokens = params.max_tokens if params is not None else 0
+    def __init__(self, context_window: dict[str, Any], answer_tokens: int):
+        self.context_window = context_window
+        self.answer_tokens = answer_tokens
+
+    def screen(self, run: Run, question: str, candidates: list[Candidate]) -> list[Candidate]:
         kept, dropped, estimate = fit_to_context(question, candidates,
-                                                 self.context_window["limit"], answer_tokens)
-        run.trace["expansion"] = {**self.context_window, "retrieved": len(candidates),
-                                  "passed": len(kept), "estimated_prompt_tokens": estimate,
-                                  "truncated": bool(dropped),
-                                  "dropped_for_context": [c.chunk_id for c in dropped]}
-        # dropped for length, not detected as poison: recorded, but not as a detection
-        run.trace["removed"] = []
-        run.trace["expansion"]["dropped_rows"] = [
-            removed_row(c, "did not fit the reader's context window") for c in dropped]
-        return run.answer(question, kept)
+                                                 self.context_window["limit"],
+                                                 self.answer_tokens)
+        run.trace.details[self.name] = {
+            **self.context_window, "retrieved": len(candidates), "passed": len(kept),
+            "estimated_prompt_tokens": estimate, "truncated": bool(dropped),
+            "dropped_for_context": [c.chunk_id for c in dropped],
+            "dropped_rows": [{"id": c.chunk_id, "doc_id": c.doc_id,
+                              "reason": "did not fit the reader's context window"}
+                             for c in dropped]}
+        return kept
+
+
+def check_n_ctx(n_ctx: object) -> int:
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 512:
+        raise InputError(f"n_ctx must be an integer >= 512, got {n_ctx!r}")
+    return n_ctx

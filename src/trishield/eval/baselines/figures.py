@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from trishield.eval.baselines import build_baseline
 from trishield.eval.baselines.perplexity import (
     PerplexityScorer,
     calibrate_perplexity,
     clean_passages,
 )
-from trishield.eval.baselines.ragdefender import RAGDefenderDefense
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.datasets import DATASETS, load_named
@@ -147,21 +147,22 @@ def ragdefender_figures(held_out: int = 300, sample: int = 300,
 def _ragdefender_on(kb: KnowledgeBase, questions: Sequence[tuple[str, str]]) -> dict[str, Any]:
     results = {}
     for pool in (5, 20):
-        defense = RAGDefenderDefense(kb, ExtractiveReader(), k=5, pool=pool)
+        name = "ragdefender-top5" if pool == 5 else "ragdefender-pool20"
+        defense = build_baseline(name, kb, ExtractiveReader(), k=5,
+                                 config={"pool": pool} if pool != 5 else None)
         seconds, removed_poison, removed_clean, poison_in_context = [], 0, 0, 0
         poisons_in_pool = 0
         for _, question in questions:
             trace = defense.ask(question).trace
-            seconds.append(trace["timings_s"]["ragdefender"])
-            is_poison = {c["chunk_id"]: c["doc_id"].startswith("poison:")
-                         for c in trace["candidates"]}
+            seconds.append(trace.timings_s["ragdefender"])
+            is_poison = {c.chunk_id: c.doc_id.startswith("poison:") for c in trace.candidates}
             poisons_in_pool += sum(is_poison.values())
-            for row in trace["removed"]:
-                if is_poison[row["id"]]:
+            for row in trace.removed or []:
+                if is_poison[row.id]:
                     removed_poison += 1
                 else:
                     removed_clean += 1
-            poison_in_context += any(is_poison[p["id"]] for p in trace["context"])
+            poison_in_context += any(is_poison[p.id] for p in trace.context)
         removed = removed_poison + removed_clean
         results[defense.name] = {
             "questions": len(questions),

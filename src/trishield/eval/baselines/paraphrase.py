@@ -13,21 +13,11 @@ the original question is used and the trace says why.
 from __future__ import annotations
 
 import re
-import time
 
 from trishield.answers import is_refusal
 from trishield.errors import InputError
-from trishield.eval.baselines.base import (
-    Call,
-    Run,
-    check_backend,
-    check_k,
-    check_question,
-    check_reader,
-)
-from trishield.kb import KnowledgeBase
 from trishield.llm.base import ChatBackend, GenerationParams
-from trishield.pipeline import Answer
+from trishield.stages import Run
 from trishield.text import words
 
 NAME = "paraphrase"
@@ -60,46 +50,30 @@ def clean_paraphrase(reply: str, question: str) -> tuple[str | None, str | None]
 
 
 class QueryParaphrase:
-    """Paraphrase, retrieve top ``k`` for the paraphrase, answer the paraphrase."""
+    """A query rewriter: an LLM paraphrases the question; the composition retrieves the top
+    ``k`` for the paraphrase and answers the paraphrase."""
 
     name = NAME
 
-    def __init__(self, kb: KnowledgeBase, reader: object, *, backend: str = "dense",
-                 k: int = 5, paraphraser: ChatBackend | None = None, max_tokens: int = 64):
-        self.kb = kb
-        self.reader = check_reader(reader)
-        self.backend = check_backend(backend)
-        self.k = check_k(k)
-        self.paraphraser = paraphraser if paraphraser is not None \
-            else getattr(reader, "backend", None)
-        if self.paraphraser is None or not callable(getattr(self.paraphraser, "chat", None)):
+    def __init__(self, paraphraser: ChatBackend, *, max_tokens: int = 64):
+        if paraphraser is None or not callable(getattr(paraphraser, "chat", None)):
             raise InputError("query paraphrasing needs an LLM: the reader has no chat backend, "
                              "so pass paraphraser= (e.g. a LocalGGUFBackend)")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 8:
             raise InputError(f"max_tokens must be an integer >= 8, got {max_tokens!r}")
+        self.paraphraser = paraphraser
         self.params = GenerationParams(temperature=0.0, max_tokens=max_tokens, seed=0)
 
-    def paraphrase(self, question: str, run: Run) -> str:
+    def rewrite(self, run: Run, question: str) -> str:
         """The query to use, with the paraphrase (or the reason for falling back) traced."""
         messages = [{"role": "system", "content": INSTRUCTION},
                     {"role": "user", "content": " ".join(question.split())}]
-        mark = time.perf_counter()
         response = self.paraphraser.chat(messages, self.params)
-        run.timed("paraphrase", mark)
-        run.calls.append(Call.of_response("paraphrase", response))
+        run.paid_chat("paraphrase", response)
         text, problem = clean_paraphrase(response.text, question)
         used = text if text is not None else question
-        run.trace["paraphrase"] = {"original": question, "paraphrase": text, "used": used,
-                                   "fallback": problem, "raw": response.text,
-                                   "model": response.model,
-                                   "changed": text is not None and " ".join(words(text)) !=
-                                   " ".join(words(question))}
+        run.trace.details[self.name] = {
+            "original": question, "paraphrase": text, "used": used, "fallback": problem,
+            "raw": response.text, "model": response.model,
+            "changed": text is not None and " ".join(words(text)) != " ".join(words(question))}
         return used
-
-    def ask(self, question: str) -> Answer:
-        question = check_question(question)
-        run = Run(self.name, question, self.backend, self.k, self.reader)
-        query = self.paraphrase(question, run)
-        candidates = run.retrieve(self.kb, query, self.k)
-        run.trace["removed"] = []  # paraphrasing filters nothing; it changes what is retrieved
-        return run.answer(query, candidates)

@@ -44,20 +44,11 @@ import numpy as np
 
 from trishield.config import cache_dir
 from trishield.errors import InputError, ModelError
-from trishield.eval.baselines.base import (
-    Run,
-    check_backend,
-    check_k,
-    check_pool,
-    check_question,
-    check_reader,
-    removed_row,
-)
-from trishield.kb import KnowledgeBase
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.datasets import load_named
+from trishield.kb.retrieval import Candidate
 from trishield.models.gguf import GGUF_MODELS, resolve_gguf, verify_resolved
-from trishield.pipeline import Answer
+from trishield.stages import Run
 
 NAME = "perplexity-filter"
 DEFAULT_PERPLEXITY_MODEL = "smollm2-135m"
@@ -357,19 +348,14 @@ def calibrate_perplexity(scorer: PerplexityScorer | None = None, *, sample: int 
 
 # -- the defense ----------------------------------------------------------------------------
 class PerplexityFilter:
-    """Retrieve ``pool`` (default ``k``), drop passages above the threshold, answer from the
-    top ``k`` survivors."""
+    """A candidate filter: drop passages whose perplexity is above the threshold (the
+    composition reads ``pool`` candidates, default ``k``, and answers from the top ``k``
+    survivors)."""
 
-    name = NAME
+    name = "perplexity"
 
-    def __init__(self, kb: KnowledgeBase, reader: object, *, backend: str = "dense",
-                 k: int = 5, threshold: float | PerplexityCalibration,
-                 scorer: PerplexityScorer | None = None, pool: int | None = None):
-        self.kb = kb
-        self.reader = check_reader(reader)
-        self.backend = check_backend(backend)
-        self.k = check_k(k)
-        self.pool = check_pool(pool, self.k)
+    def __init__(self, threshold: float | PerplexityCalibration, *,
+                 scorer: PerplexityScorer | None = None):
         self.calibration = threshold if isinstance(threshold, PerplexityCalibration) else None
         value = threshold.threshold if self.calibration is not None else threshold
         if isinstance(value, bool) or not isinstance(value, int | float) \
@@ -382,23 +368,17 @@ class PerplexityFilter:
             raise InputError("the calibration was made with a different language model "
                              f"({self.calibration.model}) than the scorer ({self.scorer.model})")
 
-    def ask(self, question: str) -> Answer:
-        question = check_question(question)
-        run = Run(self.name, question, self.backend, self.k, self.reader)
-        candidates = run.retrieve(self.kb, question, self.pool)
-        mark = time.perf_counter()
+    def screen(self, run: Run, question: str, candidates: list[Candidate]) -> list[Candidate]:
         before = (self.scorer.stats.computed, self.scorer.stats.cached)
         scores = self.scorer.score([c.chunk.text for c in candidates])
-        run.timed("perplexity", mark)
-        survivors, removed = [], []
+        survivors = []
         for candidate, score in zip(candidates, scores, strict=True):
             if score > self.threshold:
-                removed.append(removed_row(candidate, f"perplexity {score:.2f} > threshold "
-                                                      f"{self.threshold:.2f}"))
+                run.removed(candidate, f"perplexity {score:.2f} > threshold "
+                                       f"{self.threshold:.2f}")
             else:
                 survivors.append(candidate)
-        run.trace["removed"] = removed
-        run.trace["perplexity"] = {
+        run.trace.details[self.name] = {
             **self.scorer.describe(),
             "threshold": self.threshold,
             "calibration": self.calibration.as_dict() if self.calibration else None,
@@ -407,4 +387,4 @@ class PerplexityFilter:
             "computed": self.scorer.stats.computed - before[0],
             "cached": self.scorer.stats.cached - before[1],
         }
-        return run.answer(question, survivors[:self.k])
+        return survivors

@@ -20,23 +20,13 @@ own hash-verified model (all-MiniLM-L6-v2 by default, RAGDefender's own default 
 
 from __future__ import annotations
 
-import time
 from functools import cache
 from typing import Any
 
 from trishield.errors import InputError, ModelError
-from trishield.eval.baselines.base import (
-    Run,
-    check_backend,
-    check_k,
-    check_pool,
-    check_question,
-    check_reader,
-    removed_row,
-)
-from trishield.kb import KnowledgeBase
+from trishield.kb.retrieval import Candidate
 from trishield.models.embedders import load_embedder
-from trishield.pipeline import Answer
+from trishield.stages import Run
 
 TASK_TYPES = ("single_hop", "multi_hop")
 
@@ -58,51 +48,39 @@ def _defender(embedding_model: str, task_type: str) -> Any:
     return RAGDefender(embedder=encoder, task_type=task_type, device="cpu")
 
 
-class RAGDefenderDefense:
-    """Retrieve ``pool`` candidates, let RAGDefender drop the ones it calls adversarial, answer
-    from the top ``k`` survivors."""
+class RAGDefenderFilter:
+    """A candidate filter: RAGDefender drops the passages it calls adversarial (the
+    composition reads ``pool`` candidates and answers from the top ``k`` survivors)."""
 
-    def __init__(self, kb: KnowledgeBase, reader: object, *, backend: str = "dense",
-                 k: int = 5, pool: int | None = None, task_type: str = "single_hop"):
-        self.kb = kb
-        self.reader = check_reader(reader)
-        self.backend = check_backend(backend)
-        self.k = check_k(k)
-        self.pool = check_pool(pool, self.k)
+    name = "ragdefender"
+
+    def __init__(self, embedding_model: str, *, pool: int, task_type: str = "single_hop"):
         if task_type not in TASK_TYPES:
             raise InputError(f"unknown RAGDefender task type {task_type!r}; choose from "
                              f"{', '.join(TASK_TYPES)}")
+        self.embedding_model = embedding_model
+        self.pool = pool
         self.task_type = task_type
-        self.name = (f"ragdefender-top{self.k}" if self.pool == self.k
-                     else f"ragdefender-pool{self.pool}")
 
-    def ask(self, question: str) -> Answer:
-        question = check_question(question)
-        run = Run(self.name, question, self.backend, self.k, self.reader)
-        candidates = run.retrieve(self.kb, question, self.pool)
+    def screen(self, run: Run, question: str, candidates: list[Candidate]) -> list[Candidate]:
         details: dict[str, Any] = {"package": "ragdefender 0.2.0", "task_type": self.task_type,
-                                   "embedder": self.kb.settings.embedding_model,
-                                   "pool": self.pool}
+                                   "embedder": self.embedding_model, "pool": self.pool}
         removed_indices: list[int] = []
-        mark = time.perf_counter()
         if len(candidates) < 2:
             # its clustering needs two passages; one passage has no near-duplicate to find
             details["skipped"] = f"only {len(candidates)} candidate(s): nothing to group"
         else:
-            defender = _defender(self.kb.settings.embedding_model, self.task_type)
+            defender = _defender(self.embedding_model, self.task_type)
             _, removed_indices = defender.defend(question, [c.chunk.text for c in candidates],
                                                  task_type=self.task_type,
                                                  return_indices=True)
             removed_indices = sorted(int(i) for i in removed_indices)
-        run.timed("ragdefender", mark)
         details["n_adv"] = len(removed_indices)
         details["removed_ranks"] = [candidates[i].rank for i in removed_indices]
-        run.trace["ragdefender"] = details
+        run.trace.details[self.name] = details
         dropped = set(removed_indices)
-        run.trace["removed"] = [
-            removed_row(candidates[i], f"RAGDefender ({self.task_type}) estimated "
+        for i in removed_indices:
+            run.removed(candidates[i], f"RAGDefender ({self.task_type}) estimated "
                                        f"{len(dropped)} adversarial passage(s) of "
                                        f"{len(candidates)} and picked this one")
-            for i in removed_indices]
-        survivors = [c for i, c in enumerate(candidates) if i not in dropped]
-        return run.answer(question, survivors[:self.k])
+        return [c for i, c in enumerate(candidates) if i not in dropped]

@@ -20,7 +20,7 @@ Differences from the reference implementation, and why:
   experts' keywords), not its four-shot template; the extractive reader (no LLM) gets the
   keyword list as its only passage.
 
-Every one of the ``k`` passages is read (alone, see ``trace["robustrag"]["isolated"]``). The
+Every one of the ``k`` passages is read (alone: ``trace.details["robustrag-keyword"]``). The
 trace's ``context`` is the passages whose isolated answer contributed a kept keyword, i.e. what
 reached the final answer; ``removed`` is the others (their isolated answer abstained or was
 outvoted), so ``context`` and ``removed`` partition the candidates as for the other defenses.
@@ -35,23 +35,13 @@ from typing import Any
 
 from trishield.answers import contains_answer
 from trishield.errors import InputError
-from trishield.eval.baselines.base import (
-    Call,
-    Run,
-    check_backend,
-    check_fraction,
-    check_k,
-    check_question,
-    check_reader,
-    context_row,
-    removed_row,
-)
-from trishield.kb import KnowledgeBase
-from trishield.llm.base import ReaderAnswer
-from trishield.llm.reader import cite, parse_reply
-from trishield.pipeline import Answer
-from trishield.rings.consensus import Vote, is_llm
+from trishield.eval.baselines.base import check_fraction, check_reader
+from trishield.llm.base import Reader, ReaderAnswer
+from trishield.llm.reader import LLMReader, cite, parse_reply
+from trishield.rings.consensus import Vote
+from trishield.stages import ContextPassage, Outcome, Run
 from trishield.text import STOPWORDS, stem, words
+from trishield.trace import VoteRow
 
 NAME = "robustrag-keyword"
 DEFAULT_ALPHA = 0.3
@@ -131,25 +121,24 @@ def aggregate_keywords(responses: Sequence[str | None], *, alpha: float = DEFAUL
 
 
 class RobustRAGKeyword:
-    """Answer each top-``k`` passage alone, aggregate keywords, answer from the keywords."""
+    """An answerer: each context passage is answered alone, keywords of the isolated answers
+    are aggregated, and the reader answers from the keywords that enough answers share."""
 
     name = NAME
 
-    def __init__(self, kb: KnowledgeBase, reader: object, *, backend: str = "dense",
-                 k: int = 5, alpha: float = DEFAULT_ALPHA, beta: float = DEFAULT_BETA):
-        self.kb = kb
+    def __init__(self, reader: Reader, *, k: int = 5, alpha: float = DEFAULT_ALPHA,
+                 beta: float = DEFAULT_BETA):
         self.reader = check_reader(reader)
-        self.backend = check_backend(backend)
-        self.k = check_k(k)
+        self.readers = [self.reader]
         self.alpha = check_fraction(alpha, "alpha")
-        self.beta = check_fraction(beta, "beta", low=0.0, high=float(self.k) * 1000)
+        self.beta = check_fraction(beta, "beta", low=0.0, high=float(k) * 1000)
         if self.alpha == 0 or self.beta == 0:
             raise InputError("alpha and beta must be > 0: a zero threshold keeps every keyword")
 
     def _final(self, question: str, hints: str) -> ReaderAnswer:
         """The reader's answer from the keywords: the hint prompt for an LLM reader, the
         keyword list as the only passage for the extractive reader."""
-        if not is_llm(self.reader):
+        if not isinstance(self.reader, LLMReader):
             return self.reader.answer(question, [("keywords", hints)])
         messages = [{"role": "system", "content": HINT_INSTRUCTION},
                     {"role": "user", "content": f"Keywords: {hints}\n"
@@ -166,59 +155,52 @@ class RobustRAGKeyword:
                             seconds=response.seconds, cached=response.cached,
                             model=response.model)
 
-    def ask(self, question: str) -> Answer:
-        question = check_question(question)
-        run = Run(self.name, question, self.backend, self.k, self.reader)
-        candidates = run.retrieve(self.kb, question, self.k)
+    def answer(self, run: Run, question: str, context: list[ContextPassage]) -> Outcome:
         mark = time.perf_counter()
         isolated, responses = [], []
-        for candidate in candidates:
-            reply = self.reader.answer(question, [(candidate.chunk_id, candidate.chunk.text)])
-            run.calls.append(Call.of_reply("isolated answer", self.reader, reply))
+        for passage in context:
+            reply = self.reader.answer(question, [(passage.id, passage.text)])
+            run.paid("isolated answer", self.reader, reply)
             vote = Vote.of(self.reader, reply)
             responses.append(None if vote.refused else reply.text)
-            isolated.append({"id": candidate.chunk_id, "doc_id": candidate.doc_id,
+            isolated.append({"id": passage.id, "doc_id": passage.doc_id,
                              "answer": reply.text, "refused": vote.refused, "raw": reply.raw})
         run.timed("isolated", mark)
         aggregate = aggregate_keywords(responses, alpha=self.alpha, beta=self.beta)
         kept = set(aggregate.kept)
-        removed, contributing = [], []
-        for candidate, keywords, response in zip(candidates, aggregate.per_response, responses,
-                                                 strict=True):
+        contributing = []
+        for passage, keywords, response in zip(context, aggregate.per_response, responses,
+                                               strict=True):
             if response is None:
-                removed.append(removed_row(candidate, "its isolated answer abstained"))
+                run.removed(passage, "its isolated answer abstained")
             elif not kept & set(keywords):
-                removed.append(removed_row(candidate, "none of its isolated answer's keywords "
-                                                      f"reached the threshold "
-                                                      f"{aggregate.threshold:g}"))
+                run.removed(passage, "none of its isolated answer's keywords reached the "
+                                     f"threshold {aggregate.threshold:g}")
             else:
-                contributing.append(candidate)
+                contributing.append(passage)
         # every passage was read (alone); the context is what reached the final answer
-        run.trace["context"] = [context_row(c) for c in contributing]
-        run.trace["removed"] = removed
+        run.trace.context = [p.row() for p in contributing]
         for row, keywords in zip(isolated, aggregate.per_response, strict=True):
             row["keywords"] = keywords
         details: dict[str, Any] = {"alpha": self.alpha, "beta": self.beta,
                                    "isolated": isolated, **aggregate.as_dict()}
-        run.trace["robustrag"] = details
-        run.trace["reader"] = None
+        run.trace.details[self.name] = details
+        run.trace.reader = None
         if not aggregate.answered:
-            return run.finish(None, True, "every isolated answer abstained", [])
+            return Outcome.refusal("every isolated answer abstained")
         if not aggregate.kept:
-            return run.finish(None, True, "no keyword reached the aggregation threshold "
-                                          f"{aggregate.threshold:g}", [])
+            return Outcome.refusal("no keyword reached the aggregation threshold "
+                                   f"{aggregate.threshold:g}")
         hints = ", ".join(aggregate.kept)
         details["hints"] = hints
-        mark = time.perf_counter()
         reply = self._final(question, hints)
-        run.timed("answer", mark)
-        run.calls.append(Call.of_reply("keyword answer", self.reader, reply))
-        vote = Vote.of(self.reader, reply).as_dict()
-        run.trace["reader"] = vote
-        if vote["refused"]:
-            return run.finish(None, True, f"{self.reader.name} declined to answer from the "
-                                          "aggregated keywords", [])
-        cited = sorted({c.doc_id for c in candidates if contains_answer(c.chunk.text, reply.text)})
-        return run.finish(reply.text, False, "answered from keywords that at least "
-                                             f"{aggregate.threshold:g} isolated answers share",
-                          cited)
+        run.paid("keyword answer", self.reader, reply)
+        vote = VoteRow.model_validate(Vote.of(self.reader, reply).as_dict())
+        run.trace.reader = vote
+        if vote.refused:
+            return Outcome.refusal(f"{self.reader.name} declined to answer from the "
+                                   "aggregated keywords")
+        cited = sorted({p.doc_id for p in context if contains_answer(p.text, reply.text)})
+        return Outcome(reply.text, False, "answered from keywords that at least "
+                                          f"{aggregate.threshold:g} isolated answers share",
+                       cited)

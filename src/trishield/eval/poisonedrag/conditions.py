@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
+from trishield.defenses.retrievers import KBRetriever
 from trishield.errors import InputError
 from trishield.eval.poisonedrag.attacks import is_poison, poison_target
 from trishield.eval.poisonedrag.provenance import Provenance
@@ -72,13 +75,17 @@ class ConditionedKB:
     """A knowledge base seen through one condition: same retrieval, re-labelled tiers, and
     for the sweep a fixed number of the target's poisons in the top-k.
 
-    It quacks like :class:`KnowledgeBase` for the pipeline and the baselines (``search`` plus
-    everything else delegated), so every defense reads exactly the same candidates.
+    A :class:`~trishield.stages.Retriever` over the KB searched with ``backend``, so every
+    defense, TriShield's and the baselines', reads exactly the same candidates.
     """
 
     def __init__(self, kb: KnowledgeBase, condition: Condition, provenance: Provenance, *,
-                 target: str | None = None, target_number: int = 0, k: int = 5):
+                 backend: str = "dense", target: str | None = None, target_number: int = 0,
+                 k: int = 5):
         self._kb = kb
+        self._plain = KBRetriever(kb, backend)
+        self.name = backend
+        self.embedding_model = self._plain.embedding_model
         self.condition = condition
         self.provenance = provenance
         self.target = target
@@ -86,15 +93,18 @@ class ConditionedKB:
         self.k = k
         self.realised_poisons: int | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._kb, name)
-
-    def search(self, query: str, *, backend: str = "dense", k: int = 5) -> list[Candidate]:
+    def retrieve(self, query: str, k: int) -> list[Candidate]:
         if self.condition.fraction is None:
-            found = self._kb.search(query, backend=backend, k=k)
+            found = self._kb.search(query, backend=self.name, k=k)
         else:
-            found = self._composed(query, backend, k)
+            found = self._composed(query, self.name, k)
         return [self._relabel(c) for c in found]
+
+    def embeddings(self, candidates: Sequence[Candidate]) -> np.ndarray | None:
+        return self._plain.embeddings(candidates)
+
+    def unknown_terms(self, query: str) -> list[str]:
+        return self._plain.unknown_terms(query)
 
     def _composed(self, query: str, backend: str, k: int) -> list[Candidate]:
         """Top-k holds exactly n of this target's poisons and k-n clean passages (each in

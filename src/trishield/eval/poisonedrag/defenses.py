@@ -1,7 +1,8 @@
-"""Every defense the benchmark compares, behind one call: ``ask(question) -> Answer``.
+"""The benchmark's rows: every defense it compares, built through the defense registry.
 
-TriShield's settings run the real :class:`~trishield.pipeline.Pipeline`; PoisonedRAG's own
-defenses and the peers run from :mod:`trishield.eval.baselines`. All read the same
+TriShield's rows are registered defenses with Ring 3's gate fixed per row (``full-gated`` and
+``full-always`` are the same composition under two gate modes; the ``ring3`` ablation always
+opens the gate); the baselines' rows are the registered baselines. All read the same
 (conditioned) knowledge base and answer with the same first panel member, so the only thing
 that differs between two rows is the defense.
 """
@@ -9,14 +10,19 @@ that differs between two rows is the defense.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from trishield.defenses import DEFENSES as REGISTERED
+from trishield.defenses import build_defense
 from trishield.errors import InputError
-from trishield.pipeline import Answer, Pipeline, PipelineConfig
+from trishield.llm.base import Reader
+from trishield.pipeline import Answer
+from trishield.settings import PipelineConfig
+from trishield.stages import Retriever
 
 TRISHIELD: dict[str, tuple[str, str]] = {
-    # name: (pipeline defense, Ring 3 gate mode)
+    # row: (registered defense, Ring 3 gate mode)
     "none": ("none", "gated"),
     "ring1": ("ring1", "gated"),
     "ring2": ("ring2", "gated"),
@@ -25,11 +31,11 @@ TRISHIELD: dict[str, tuple[str, str]] = {
     "full-gated": ("full", "gated"),
     "full-always": ("full", "always"),
 }
-BASELINES = ("perplexity-filter", "paraphrase", "expansion-k50", "ragdefender-top5",
-             "ragdefender-pool20", "robustrag-keyword")
+BASELINES: tuple[str, ...] = REGISTERED.names(suite="baseline")
 DEFENSES = (*TRISHIELD, *BASELINES)
-PROVENANCE_AWARE = ("ring2", "ring3", "ring12", "full-gated", "full-always")
-"""The defenses whose outcome can depend on a document's tier (the rest ignore provenance)."""
+PROVENANCE_AWARE = tuple(row for row, (name, _) in TRISHIELD.items()
+                         if REGISTERED.entry(name).meta["rings"] & {2, 3})
+"""The defenses whose outcome can depend on a document's tier (Rings 2 and 3 read it)."""
 
 
 @dataclass(frozen=True)
@@ -43,11 +49,10 @@ def info(name: str) -> DefenseInfo:
     if name not in DEFENSES:
         raise InputError(f"unknown defense {name!r}; choose from {', '.join(DEFENSES)}")
     if name in TRISHIELD:
-        rings = TRISHIELD[name][0]
+        rings = REGISTERED.entry(TRISHIELD[name][0]).meta["rings"]
         family = "none" if name == "none" else "trishield"
-        return DefenseInfo(name, family, rings in ("ring1", "ring12", "full"))
-    family = "peer" if name.startswith(("ragdefender", "robustrag")) else "poisonedrag"
-    return DefenseInfo(name, family, False)
+        return DefenseInfo(name, family, 1 in rings)
+    return DefenseInfo(name, REGISTERED.entry(name).meta["family"], False)
 
 
 def validate(names: Sequence[str]) -> tuple[str, ...]:
@@ -56,18 +61,15 @@ def validate(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def make_asker(name: str, kb: Any, panel: Sequence[Any], config: PipelineConfig,
+def make_asker(name: str, retriever: Retriever, panel: Sequence[Reader],
+               config: PipelineConfig,
                baseline_config: dict[str, Any] | None = None) -> Callable[[str], Answer]:
-    """``ask(question)`` for defense ``name`` over ``kb`` (a KB or a conditioned view)."""
+    """``ask(question)`` for the row ``name`` over ``retriever`` (a KB or a conditioned
+    view); baselines answer with the first panel member."""
     info(name)
     if name in TRISHIELD:
         defense, gate = TRISHIELD[name]
-        config = replace(config, consensus=replace(config.consensus, gate=gate))
-        pipeline = Pipeline(kb, panel, config)
-        return lambda question: pipeline.ask(question, defense=defense)
-    from trishield.eval.baselines import build_baseline
-
-    baseline = build_baseline(name, kb, panel[0], backend=config.backend,
-                              k=config.scorer.context,
-                              config=(baseline_config or {}).get(name))
-    return baseline.ask
+        return build_defense(defense, retriever, panel, config=config,
+                             options={"gate": gate}).ask
+    return build_defense(name, retriever, panel[:1], config=config,
+                         options=(baseline_config or {}).get(name)).ask

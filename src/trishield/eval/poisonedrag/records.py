@@ -17,55 +17,55 @@ from typing import Any
 
 from trishield.errors import InputError
 from trishield.pipeline import Answer
+from trishield.trace import CandidateRow
 
 
-def _doc_ids(rows: list[dict[str, Any]], chunk_ids: set[str] | list[str]) -> list[str]:
+def _doc_ids(rows: list[CandidateRow], chunk_ids: set[str] | list[str]) -> list[str]:
     wanted = set(chunk_ids)
-    return sorted({row["doc_id"] for row in rows if row["chunk_id"] in wanted})
+    return sorted({row.doc_id for row in rows if row.chunk_id in wanted})
 
 
 def extract(answer: Answer, *, k: int) -> dict[str, Any]:
     """The scoring-relevant facts of one answer, from the pipeline's or a baseline's trace."""
     trace = answer.trace
-    candidates = sorted(trace.get("candidates", []), key=lambda row: row["rank"])
-    context = trace.get("context", [])
-    every = [row["chunk_id"] for row in candidates]
+    candidates = sorted(trace.candidates, key=lambda row: row.rank)
+    context = trace.context
+    every = [row.chunk_id for row in candidates]
     # per stage: what it could have removed (its input) and what it removed
     inputs: dict[str, list[str]] = {}
     removed: dict[str, list[str]] = {}
-    if "ring1" in trace:
+    if trace.ring1 is not None:
         inputs["ring1"] = _doc_ids(candidates, every)
-        removed["ring1"] = _doc_ids(candidates, trace["ring1"]["blocked"])
-    if "ring2" in trace:
+        removed["ring1"] = _doc_ids(candidates, trace.ring1.blocked)
+    if trace.ring2 is not None:
         # what Ring 2's re-ranking pushed out of the retrieval top-k (the rest of the pool
         # was never going to be read, so it is not a detection)
-        blocked = set(trace.get("ring1", {}).get("blocked", []))
+        blocked = set(trace.ring1.blocked if trace.ring1 is not None else [])
         top = [chunk for chunk in every if chunk not in blocked][:k]
-        shown = {row["id"] for row in context}
+        shown = {row.id for row in context}
         inputs["ring2"] = _doc_ids(candidates, top)
         removed["ring2"] = _doc_ids(candidates, [c for c in top if c not in shown])
-    rounds = trace.get("ring3", {}).get("rounds", [])
+    rounds = trace.ring3.rounds if trace.ring3 is not None else []
     if rounds:
-        inputs["ring3"] = _doc_ids(candidates, rounds[0]["context"])
+        inputs["ring3"] = _doc_ids(candidates, rounds[0].context)
         removed["ring3"] = _doc_ids(candidates,
-                                    set(rounds[0]["context"]) - set(rounds[-1]["context"]))
-    if "removed" in trace:
+                                    set(rounds[0].context) - set(rounds[-1].context))
+    if trace.removed is not None:
         inputs["baseline"] = _doc_ids(candidates, every)
-        removed["baseline"] = sorted({row["doc_id"] for row in trace["removed"]})
-    tokens = trace.get("tokens", {})
+        removed["baseline"] = sorted({row.doc_id for row in trace.removed})
     return {
         "answer": answer.answer,
         "refused": answer.refused,
         "reason": answer.reason,
-        "retrieved": [row["doc_id"] for row in candidates[:k]],
-        "pool": sorted({row["doc_id"] for row in candidates}),
-        "context": sorted({row["doc_id"] for row in context}),
+        "retrieved": [row.doc_id for row in candidates[:k]],
+        "pool": sorted({row.doc_id for row in candidates}),
+        "context": sorted({row.doc_id for row in context}),
         "inputs": inputs,
         "removed": removed,
-        "llm_calls": trace.get("llm_calls", 0) + trace.get("llm_calls_cached", 0),
-        "llm_calls_uncached": trace.get("llm_calls", 0),
-        "tokens": {"prompt": tokens.get("prompt", 0), "completion": tokens.get("completion", 0)},
-        "latency_s": trace.get("timings_s", {}).get("total"),
+        "llm_calls": trace.llm_calls + trace.llm_calls_cached,
+        "llm_calls_uncached": trace.llm_calls,
+        "tokens": {"prompt": trace.tokens.prompt, "completion": trace.tokens.completion},
+        "latency_s": trace.timings_s.get("total"),
     }
 
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trishield.defenses.retrievers import KBRetriever
 from trishield.eval import report as rep
 from trishield.eval.poisonedrag import knowledge_bases as kbs
 from trishield.eval.poisonedrag.attacks import load_targets, seeded_order
@@ -43,7 +44,7 @@ from trishield.eval.poisonedrag.scoring import SCORING_VERSION, score, timing
 from trishield.kb import KnowledgeBase
 from trishield.kb.datasets import DATASETS, file_sha256
 from trishield.llm.panel import DEFAULT_PANEL, MemberSpec, build_panel
-from trishield.pipeline import PipelineConfig
+from trishield.settings import PipelineConfig
 
 Progress = Callable[[int, int, str], None]
 
@@ -143,8 +144,9 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
             path = base if block.condition is None else family_kbs[
                 block.condition.family, info(defense).uses_ring1_kb]
             with KnowledgeBase.open(path) as kb:
-                view = kb if block.condition is None else ConditionedKB(
-                    kb, block.condition, provenance, k=options.k)
+                view = KBRetriever(kb, config.backend) if block.condition is None \
+                    else ConditionedKB(kb, block.condition, provenance,
+                                       backend=config.backend, k=options.k)
                 ask = make_asker(defense, view, panel, config, baseline_config)
                 for question in todo:
                     if isinstance(view, ConditionedKB) and question.target is not None:

@@ -1,0 +1,128 @@
+"""Retrievers: where a defense's candidates come from.
+
+:class:`KBRetriever` reads a TriShield knowledge base with one retrieval backend.
+:class:`PassageRetriever` holds passages that another system retrieved (a LangChain or
+LlamaIndex retriever, a vector database), so that the rings can screen them: they are ranked
+by the score they came with, and embedded with the same model a knowledge base would use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from trishield.errors import InputError
+from trishield.kb import KnowledgeBase
+from trishield.kb.documents import TIERS
+from trishield.kb.retrieval import BACKENDS, Candidate
+from trishield.kb.store import StoredChunk
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
+from trishield.text import index_terms
+
+
+class KBRetriever:
+    """A knowledge base searched with one backend (``dense``, ``bm25`` or ``hybrid``)."""
+
+    def __init__(self, kb: KnowledgeBase, backend: str = "dense"):
+        if backend not in BACKENDS:
+            raise InputError(f"unknown retrieval backend {backend!r}; choose from "
+                             f"{', '.join(BACKENDS)}")
+        self.kb = kb
+        self.name = backend
+        self.embedding_model = kb.settings.embedding_model
+
+    def retrieve(self, query: str, k: int) -> list[Candidate]:
+        return self.kb.search(query, backend=self.name, k=k)
+
+    def embeddings(self, candidates: Sequence[Candidate]) -> np.ndarray | None:
+        vectors = self.kb.store.embeddings_of([c.chunk.pk for c in candidates],
+                                              self.kb.dimension)
+        if not vectors:
+            return None
+        return np.stack([vectors[c.chunk.pk] for c in candidates])
+
+    def unknown_terms(self, query: str) -> list[str]:
+        return self.kb.unknown_terms(query)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage from someone else's retriever, with the provenance TriShield should assume.
+
+    ``tier`` is what your system knows about the writer (``trusted`` for your own signed
+    documents, ``untrusted`` for anything a user could have written); ``score`` is your
+    retriever's relevance score (higher is better; the given order is used when absent).
+    """
+
+    id: str
+    text: str
+    tier: str = "neutral"
+    doc_id: str | None = None
+    title: str = ""
+    writer: str = ""
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise InputError(f"a passage needs a non-empty string id, got {self.id!r}")
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InputError(f"passage {self.id!r} has no text")
+        if self.tier not in TIERS:
+            raise InputError(f"passage {self.id!r}: tier must be one of {', '.join(TIERS)}, "
+                             f"got {self.tier!r}")
+        if self.score is not None and (isinstance(self.score, bool)
+                                       or not isinstance(self.score, int | float)
+                                       or not np.isfinite(self.score)):
+            raise InputError(f"passage {self.id!r}: score must be a finite number")
+
+
+class PassageRetriever:
+    """Passages already retrieved elsewhere, as candidates (see the module docstring)."""
+
+    name = "given"
+
+    def __init__(self, passages: Sequence[Passage],
+                 embedding_model: str = DEFAULT_EMBEDDING_MODEL):
+        if not passages:
+            raise InputError("no passages to screen")
+        ids = [p.id for p in passages]
+        if len(set(ids)) != len(ids):
+            duplicate = next(i for i in ids if ids.count(i) > 1)
+            raise InputError(f"passage id {duplicate!r} appears twice")
+        self.passages = list(passages)
+        self.embedding_model = embedding_model
+        order = sorted(range(len(passages)),
+                       key=lambda i: (-(passages[i].score if passages[i].score is not None
+                                        else -i), i))
+        ordinals: dict[str, int] = {}
+        index_in_doc = []
+        for passage in passages:  # a passage is chunk n of its document, in the given order
+            doc_id = passage.doc_id or passage.id
+            index_in_doc.append(ordinals.get(doc_id, 0))
+            ordinals[doc_id] = index_in_doc[-1] + 1
+        self._candidates = [self._candidate(passages[i], rank, pk=i, index=index_in_doc[i])
+                            for rank, i in enumerate(order, start=1)]
+        self._vocabulary = {term for p in passages for term in index_terms(p.text)}
+
+    @staticmethod
+    def _candidate(passage: Passage, rank: int, *, pk: int, index: int) -> Candidate:
+        """``pk`` is the passage's position in the input, which maps results back to it."""
+        chunk = StoredChunk(pk=pk, doc_id=passage.doc_id or passage.id, chunk_index=index,
+                            text=passage.text, title=passage.title, tier=passage.tier,
+                            writer=passage.writer, char_start=0, char_end=len(passage.text))
+        score = passage.score if passage.score is not None else 1.0 / rank
+        return Candidate(chunk, float(score), rank, "given")
+
+    def retrieve(self, query: str, k: int) -> list[Candidate]:
+        return self._candidates[:k]
+
+    def embeddings(self, candidates: Sequence[Candidate]) -> np.ndarray | None:
+        if not candidates:
+            return None
+        encoder = load_embedder(self.embedding_model)
+        return np.asarray(encoder.encode([c.chunk.text for c in candidates]), dtype=np.float32)
+
+    def unknown_terms(self, query: str) -> list[str]:
+        return list(dict.fromkeys(t for t in index_terms(query) if t not in self._vocabulary))

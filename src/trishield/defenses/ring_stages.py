@@ -1,0 +1,107 @@
+"""Rings 1 and 2 as stages: the query-aware Ingest Guard as a filter, the Retrieval Scorer as
+a reranker with its two refusals.
+
+The rings themselves (:mod:`trishield.rings`) score; these adapters decide what a pipeline
+keeps, write the ring's section of the trace, and leave the gate its signals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trishield.kb.retrieval import Candidate
+from trishield.rings.ingest_guard import GuardConfig, IngestGuard, outlier_scores
+from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, out_of_scope_terms
+from trishield.stages import ContextPassage, Reranked, Run
+from trishield.trace import (
+    ConflictRow,
+    RelevanceFloor,
+    Ring1Config,
+    Ring1Trace,
+    Ring1Weights,
+    Ring2Trace,
+    ScoredRow,
+    VerdictRow,
+)
+
+
+class Ring1Filter:
+    """Query-aware Ring 1: each passage alone (with the question known, so a passage that
+    quotes it stands out), plus its distance from the rest of the retrieved set."""
+
+    name = "ring1"
+
+    def __init__(self, config: GuardConfig | None = None):
+        self.config = config or GuardConfig()
+        self.guard = IngestGuard(self.config)
+
+    def screen(self, run: Run, question: str, candidates: list[Candidate]) -> list[Candidate]:
+        matrix = run_embeddings(run, candidates)
+        outliers = None if matrix is None else outlier_scores(matrix, matrix)
+        scores = ([None] * len(candidates) if outliers is None
+                  else [float(o) for o in outliers])
+        verdicts = self.guard.judge_many([c.chunk_id for c in candidates],
+                                         [c.chunk.text for c in candidates], scores,
+                                         query=question,
+                                         tiers=[c.chunk.tier for c in candidates])
+        config = self.config
+        run.trace.ring1 = Ring1Trace(
+            config=Ring1Config(theta=config.theta, flag_theta=config.flag_theta,
+                               weights=Ring1Weights(perp=config.w_perp, pat=config.w_pat,
+                                                    out=config.w_out)),
+            verdicts=[VerdictRow.model_validate(v.as_dict()) for v in verdicts],
+            blocked=[v.subject for v in verdicts if v.blocked],
+            flagged=[v.subject for v in verdicts if v.flagged])
+        run.signals.flagged = sorted(v.subject for v in verdicts if v.flagged or v.blocked)
+        return [c for c, v in zip(candidates, verdicts, strict=True) if not v.blocked]
+
+
+def run_embeddings(run: Run, candidates: list[Candidate]) -> np.ndarray | None:
+    """The candidates' embeddings from the run's retriever (``None`` if it has none)."""
+    retriever = run.retriever
+    return None if retriever is None or not candidates else retriever.embeddings(candidates)
+
+
+class Ring2Reranker:
+    """Ring 2: trust = provenance-weighted corroboration + down-weighted relevance; the top
+    ``k`` by trust form the context. Refuses before any model is asked when the best
+    candidate is below the backend's calibrated relevance floor, or (closed-domain mode) when
+    the question names something the knowledge base never mentions."""
+
+    name = "ring2"
+
+    def __init__(self, config: ScorerConfig | None = None, *, backend: str = "dense"):
+        self.config = config or ScorerConfig()
+        self.scorer = RetrievalScorer(self.config)
+        self.backend = backend
+
+    def rerank(self, run: Run, question: str, candidates: list[Candidate],
+               k: int) -> Reranked:
+        scored = self.scorer.score(candidates, context=k)
+        context = [ContextPassage.of(p.candidate, p.trust) for p in scored.context]
+        section = Ring2Trace(
+            w_prov=self.config.w_prov,
+            ranked=[ScoredRow.model_validate(p.as_dict()) for p in scored.ranked],
+            conflicts=[ConflictRow.model_validate(c.as_dict()) for c in scored.conflicts],
+            dropped=[p.candidate.chunk_id for p in scored.ranked if not p.in_context])
+        run.trace.ring2 = section
+        run.signals.conflicts = len(scored.conflicts)
+        run.signals.ranked_trust = [p.trust for p in scored.ranked]
+        floor = self.config.min_relevance.get(self.backend)
+        if floor is not None:
+            best = max((c.score for c in candidates), default=None)
+            relevant = best is not None and best >= floor
+            section.relevance_floor = RelevanceFloor(
+                backend=self.backend, floor=floor,
+                best_score=None if best is None else round(best, 6), passed=relevant)
+            if not relevant:
+                shown = "nothing" if best is None else f"{best:.4f}"
+                return Reranked([], f"no relevant passage: best {self.backend} score {shown} "
+                                    f"< calibrated floor {floor:.4f}")
+        if self.config.refuse_unknown_terms and run.retriever is not None:
+            unknown = out_of_scope_terms(run.retriever.unknown_terms(question))
+            section.unknown_terms = unknown
+            if unknown:
+                return Reranked([], "out of scope: the knowledge base never mentions "
+                                    f"{', '.join(repr(t) for t in unknown)}")
+        return Reranked(context)
