@@ -21,7 +21,7 @@ from trishield.text import words
 HEAPS_K = 1.734
 HEAPS_EXPONENT = -0.205
 """Clean-text vocabulary growth ``|V|/n = K * n^exponent``, fitted on the HotpotQA training
-corpus (994 passages; not part of any evaluation KB): see ``trishield.rings.calibration``."""
+corpus (994 passages; not part of any evaluation KB): see ``trishield.eval.calibration``."""
 
 OUTLIER_NEIGHBOURS = 10
 MIN_NEIGHBOURHOOD = 20
@@ -36,7 +36,7 @@ class GuardConfig:
     w_pat: float = 0.6
     w_out: float = 0.2
     theta: float = 0.19
-    """Block at ``C >= theta``. Chosen by ``python -m trishield.rings.calibration`` (training
+    """Block at ``C >= theta``. Chosen by ``python -m trishield.eval.calibration`` (training
     half of PoisonedRAG-NQ vs HotpotQA+MuSiQue): clean false-positive rate 0.45% (13 of 2,884),
     poison recall 0.88 (220 of 250)."""
     flag_theta: float = 0.1
