@@ -118,7 +118,12 @@ class GuardVerdict:
 
 
 class IngestGuard:
-    """Scores texts with the three Ring 1 signals and decides block / flag / pass."""
+    """Scores texts with the three Ring 1 signals and decides block / flag / pass.
+
+    It is the knowledge base's screener at ingest (:class:`trishield.kb.screening.Screener`,
+    through :meth:`screen`): the KB defines what it needs and Ring 1 provides it, so kb/ does
+    not import rings/.
+    """
 
     def __init__(self, config: GuardConfig | None = None):
         self.config = config or GuardConfig()
@@ -153,3 +158,11 @@ class IngestGuard:
         tiers = tiers or ["neutral"] * len(texts)
         return [self.judge(s, t, s_out=o, query=query, tier=tier)
                 for s, t, o, tier in zip(subjects, texts, outliers, tiers, strict=True)]
+
+    def screen(self, ids: Sequence[str], texts: Sequence[str], *, tiers: Sequence[str],
+               embeddings: np.ndarray, neighbourhood: np.ndarray) -> list[GuardVerdict]:
+        """Ring 1 at ingest (the KB's ``Screener``): each document alone, plus ``S_out``, its
+        distance from the KB's ``neighbourhood``."""
+        outliers = outlier_scores(embeddings, neighbourhood)
+        scores = [None] * len(ids) if outliers is None else [float(o) for o in outliers]
+        return self.judge_many(list(ids), list(texts), scores, tiers=list(tiers))
