@@ -280,7 +280,7 @@ class KnowledgeBase:
             vectors.append(mean / (np.linalg.norm(mean) or 1.0))
             start += len(per_document)
         document_vectors = np.asarray(vectors, dtype=np.float32)
-        reference = self.store.sample_embeddings(self.dimension, OUTLIER_REFERENCE_SIZE)
+        reference = self.embedding_sample()
         if len(reference) < OUTLIER_REFERENCE_SIZE:
             reference = np.concatenate([reference, document_vectors])
         return guard.screen([d.id for d in documents], [d.text for d in documents],
@@ -494,3 +494,37 @@ class KnowledgeBase:
                 **self.store.counts(), "embedding_model": self.settings.embedding_model,
                 "chunking": self.settings.chunking.as_dict(),
                 "dense_index": self.settings.dense_index}
+
+    # -- reading for higher layers (so that nothing outside kb/ runs SQL on the store) -------
+    def document_ids(self) -> list[str]:
+        """Ids of every stored document (not the quarantined or deleted ones), oldest first."""
+        rows = self.store.connection.execute("SELECT doc_id FROM documents ORDER BY pk")
+        return [doc_id for (doc_id,) in rows]
+
+    def content_hash_of(self, doc_id: str) -> str | None:
+        """The stored document's content hash (what a publisher signs), or None if absent."""
+        row = self.store.connection.execute(
+            "SELECT content_hash FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def documents_with_embeddings(self) -> list[tuple[str, str, np.ndarray]]:
+        """Every stored document, oldest first, as ``(id, text, chunk embeddings)``: one row
+        per chunk, in chunk order (to screen stored documents as if they were written now)."""
+        rows = self.store.connection.execute(
+            "SELECT d.doc_id, d.text, c.embedding FROM documents d JOIN chunks c "
+            "ON c.doc_pk = d.pk ORDER BY d.pk, c.chunk_index").fetchall()
+        grouped: dict[str, tuple[str, list[bytes]]] = {}
+        for doc_id, text, blob in rows:
+            grouped.setdefault(doc_id, (text, []))[1].append(blob)
+        return [(doc_id, text, np.frombuffer(b"".join(blobs), dtype=np.float32)
+                 .reshape(len(blobs), self.dimension))
+                for doc_id, (text, blobs) in grouped.items()]
+
+    def embedding_sample(self, limit: int = OUTLIER_REFERENCE_SIZE, seed: int = 0) -> np.ndarray:
+        """Up to ``limit`` stored chunk embeddings (a seeded sample when there are more): the
+        neighbourhood that a screener measures a new document's distance from."""
+        return self.store.sample_embeddings(self.dimension, limit, seed)
+
+    def embeddings_for(self, candidates: Sequence[Candidate]) -> dict[int, np.ndarray]:
+        """The stored embedding of each candidate's chunk, by chunk primary key."""
+        return self.store.embeddings_of([c.chunk.pk for c in candidates], self.dimension)
