@@ -37,6 +37,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 bench: install
 	$(VENV)/bin/trishield models install all-mpnet-base-v2

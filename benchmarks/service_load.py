@@ -33,7 +33,7 @@ import numpy as np
 
 from trishield.demo import DEMO_WRITER, corpus_dir, questions
 from trishield.kb import KnowledgeBase, load_path
-from trishield.service.keys import KeyStore
+from trishield.provenance.keys import KeyStore
 
 CONCURRENCY = (1, 4, 16)
 REQUEST_TIMEOUT = 1800.0

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
-from trishield.service.keys import KeyStore
+from trishield.provenance.keys import KeyStore
 
 REFUND_QUESTION = "How many days do customers have to return an item?"
 

@@ -118,7 +118,7 @@ def test_provenance_is_decided_by_the_services_signature_check(tmp_path: Path) -
     assert tier("atk:mixed:test1:0", digest, stored="untrusted",
                 setting="untrusted") == "untrusted"
     # a genuine tag covers one content hash only: moved to another text, it fails
-    from trishield.service.signing import decide_provenance
+    from trishield.provenance.signing import decide_provenance
 
     genuine = provenance.tag(digest, forged=False)
     writer = provenance.store.api_keys()[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from trishield.demo import corpus_dir
@@ -126,3 +127,36 @@ def test_an_index_that_disagrees_with_the_database_is_rebuilt(demo_kb_dir: Path)
         assert kb.repair() == generation + 1
     assert (demo_kb_dir / f"dense-{generation + 1}.faiss").is_file()
     assert not (demo_kb_dir / f"dense-{generation}.faiss").exists()
+
+
+def test_read_methods_for_higher_layers(demo_kb_dir: Path) -> None:
+    """What eval/ and the pipeline read, without SQL on the store."""
+    corpus = load_path(corpus_dir()).documents
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        kb.ingest([Document(id="bikes", text="Bicycles can be returned in 14 days.")])
+        kb.delete("refund-policy", by="admin")
+        ids = kb.document_ids()
+        assert ids[-1] == "bikes" and "refund-policy" not in ids
+        assert set(ids) == {d.id for d in corpus} - {"refund-policy"} | {"bikes"}
+        assert kb.content_hash_of("bikes") == kb.store.document("bikes")["content_hash"]
+        assert kb.content_hash_of("refund-policy") is None
+
+        stored = kb.documents_with_embeddings()
+        assert [doc_id for doc_id, _, _ in stored] == ids
+        assert sum(len(vectors) for _, _, vectors in stored) == kb.stats()["chunks"]
+        doc_id, text, vectors = stored[-1]
+        assert (doc_id, text) == ("bikes", "Bicycles can be returned in 14 days.")
+        assert vectors.shape == (1, kb.dimension) and vectors.dtype == np.float32
+        assert np.allclose(vectors[0], kb.embedder.encode([text])[0], atol=1e-5)
+
+        sample = kb.embedding_sample(limit=5)
+        assert sample.shape == (5, kb.dimension)
+        assert np.array_equal(sample, kb.embedding_sample(limit=5))
+        assert len(kb.embedding_sample()) == kb.stats()["chunks"]  # fewer than the limit
+
+        candidates = kb.search("return a bicycle", backend="bm25", k=3)
+        found = kb.embeddings_for(candidates)
+        assert set(found) == {c.chunk.pk for c in candidates}
+        pks, vectors = kb.store.all_embeddings(kb.dimension)
+        by_pk = dict(zip(pks.tolist(), vectors, strict=True))
+        assert all(np.array_equal(vector, by_pk[pk]) for pk, vector in found.items())

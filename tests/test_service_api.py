@@ -16,10 +16,10 @@ from fastapi.testclient import TestClient
 from service_support import REFUND_QUESTION, Keys, bearer, copy_kb
 from trishield.demo import attacks
 from trishield.kb import KnowledgeBase, content_hash
+from trishield.provenance.keys import KeyStore
+from trishield.provenance.signing import generate_private_key, load_private_key, sign
 from trishield.service.app import create_app
-from trishield.service.keys import KeyStore
 from trishield.service.runtime import ServiceConfig
-from trishield.service.signing import generate_private_key, load_private_key, sign
 
 MAX_BODY = 4096
 REFUND = next(a for a in attacks() if a.id == "refund-window")

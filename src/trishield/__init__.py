@@ -1,28 +1,59 @@
 """TriShield: three independent rings of defense around a RAG pipeline.
 
-The public API is small on purpose::
+Ask a guarded knowledge base::
 
-    from trishield import KnowledgeBase, load_path
+    import trishield
 
-    with KnowledgeBase.open("my-kb", create=True) as kb:
-        kb.ingest(load_path("docs/").documents, tier="trusted", writer="alice")
-        for candidate in kb.search("refund window", backend="hybrid", k=3):
-            print(candidate.doc_id, candidate.score)
+    with trishield.open_kb("my-kb", create=True) as kb:       # Ring 1 screens every ingest
+        kb.ingest(trishield.load_path("docs/").documents, tier="trusted", writer="alice")
+        answer = trishield.defend(kb, "full").ask("What is the refund window?")
+        print(answer.answer, answer.citations, answer.trace.ring3)
+
+Screen passages from your own retriever (Rings 1 and 2, no LLM)::
+
+    screening = trishield.screen(question, [trishield.Passage(id=..., text=..., tier=...)])
+    context = [p.passage.text for p in screening.kept]
+
+``trishield.DEFENSES`` lists the defenses (TriShield's settings and the baselines);
+``trishield.stages`` holds the protocols to write your own retriever, filter, reranker or
+answerer; ``trishield.load_settings`` reads the TOML configuration.
 """
 
-from trishield import config as _config  # noqa: F401  (sets offline model flags first)
+from trishield.api import Screening, ScreenedPassage, defend, open_kb, screen
+from trishield.defenses import DEFENSES, build_defense
+from trishield.defenses.retrievers import KBRetriever, Passage, PassageRetriever
 from trishield.errors import TriShieldError
 from trishield.kb import BACKENDS, Candidate, ChunkingConfig, Document, KnowledgeBase, load_path
+from trishield.llm.panel import build_panel
+from trishield.pipeline import Answer, Pipeline
+from trishield.settings import Settings, load_settings
+from trishield.trace import Trace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
+    "DEFENSES",
+    "Answer",
     "Candidate",
     "ChunkingConfig",
     "Document",
+    "KBRetriever",
     "KnowledgeBase",
+    "Passage",
+    "PassageRetriever",
+    "Pipeline",
+    "ScreenedPassage",
+    "Screening",
+    "Settings",
+    "Trace",
     "TriShieldError",
     "__version__",
+    "build_defense",
+    "build_panel",
+    "defend",
     "load_path",
+    "load_settings",
+    "open_kb",
+    "screen",
 ]

@@ -413,7 +413,7 @@ def keys() -> None:
 
 def _key_store(kb_dir: Path):
     from trishield.kb import KnowledgeBase
-    from trishield.service.keys import KeyStore
+    from trishield.provenance.keys import KeyStore
 
     KnowledgeBase.open(kb_dir, create=True).close()  # keys live beside a KB, never alone
     return KeyStore(kb_dir)
@@ -483,7 +483,7 @@ def keys_revoke(key_id: str, kb_dir: Path) -> None:
 def keys_publisher_new(name: str, kb_dir: Path, private_path: Path) -> None:
     """Generate an Ed25519 key pair for publisher NAME and register its public key."""
     from trishield.errors import InputError
-    from trishield.service.signing import generate_private_key
+    from trishield.provenance.signing import generate_private_key
 
     if private_path.exists():
         raise InputError("refusing to overwrite an existing file", path=str(private_path))
@@ -505,7 +505,7 @@ def keys_publisher_new(name: str, kb_dir: Path, private_path: Path) -> None:
 def keys_publisher_add(name: str, public_key_file: Path, kb_dir: Path) -> None:
     """Register publisher NAME's Ed25519 public key (PEM, or base64 of the raw 32 bytes)."""
     from trishield.errors import InputError
-    from trishield.service.signing import parse_public_key
+    from trishield.provenance.signing import parse_public_key
 
     try:
         text = public_key_file.read_text(encoding="ascii")
@@ -540,8 +540,8 @@ def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | N
     {"provenance": {"publisher", "signature"}} over its content sha256.
     """
     from trishield.kb import load_path
-    from trishield.service.keys import check_name
-    from trishield.service.signing import load_private_key, sign
+    from trishield.provenance.keys import check_name
+    from trishield.provenance.signing import load_private_key, sign
 
     check_name(publisher, "publisher name")
     private = load_private_key(private_path)

@@ -37,8 +37,7 @@ class KBRetriever:
         return self.kb.search(query, backend=self.name, k=k)
 
     def embeddings(self, candidates: Sequence[Candidate]) -> np.ndarray | None:
-        vectors = self.kb.store.embeddings_of([c.chunk.pk for c in candidates],
-                                              self.kb.dimension)
+        vectors = self.kb.embeddings_for(candidates)
         if not vectors:
             return None
         return np.stack([vectors[c.chunk.pk] for c in candidates])

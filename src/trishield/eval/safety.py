@@ -291,7 +291,7 @@ def _qa_slice(panel: list, kb: KnowledgeBase, backends: Sequence[str],
 def _squad_recall(kb: KnowledgeBase, backends: Sequence[str], count: int,
                   seed: int) -> dict[str, Any]:
     """Recall@3 of the gold paragraph for real SQuAD dev questions (retrieval only)."""
-    stored = {row[0] for row in kb.store.connection.execute("SELECT doc_id FROM documents")}
+    stored = set(kb.document_ids())
     data = json.loads(DATASETS["squad-dev"].verified_path().read_text(encoding="utf-8"))
     pool = [(qa["question"], f"squad-dev:{article['title']}:{number}")
             for article in data["data"]

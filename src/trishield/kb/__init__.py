@@ -5,6 +5,7 @@ from trishield.kb.documents import Chunk, Document, Tier, content_hash
 from trishield.kb.knowledge_base import IngestReport, KBSettings, KnowledgeBase
 from trishield.kb.loaders import LoadedBatch, load_path
 from trishield.kb.retrieval import BACKENDS, Candidate
+from trishield.kb.screening import Screener, ScreeningVerdict
 
 __all__ = [
     "BACKENDS",
@@ -16,6 +17,8 @@ __all__ = [
     "KBSettings",
     "KnowledgeBase",
     "LoadedBatch",
+    "Screener",
+    "ScreeningVerdict",
     "Tier",
     "chunk_document",
     "content_hash",

@@ -32,9 +32,9 @@ from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
+from trishield.kb.screening import Screener, ScreeningVerdict
 from trishield.kb.store import SCHEMA_VERSION, Store
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
-from trishield.rings.ingest_guard import GuardVerdict, IngestGuard, outlier_scores
 
 DATABASE = "kb.sqlite"
 LOCK = "kb.lock"
@@ -107,12 +107,19 @@ def _fault_point(phase: str) -> None:
 
 
 class KnowledgeBase:
-    """Open with :meth:`open`; ingest documents; search with any backend."""
+    """Open with :meth:`open`; ingest documents; search with any backend.
 
-    def __init__(self, directory: Path, store: Store, settings: KBSettings):
+    A ``screener`` given here (Ring 1, for instance) judges every ingest that does not pass
+    its own ``guard``: a higher layer can open a KB that is guarded by default. Without one the
+    KB layer ingests unscreened, as it always has.
+    """
+
+    def __init__(self, directory: Path, store: Store, settings: KBSettings, *,
+                 screener: Screener | None = None):
         self.directory = directory
         self.store = store
         self.settings = settings
+        self.screener = screener
         self.dimension = get_embedding_model(settings.embedding_model).dimension
         self._indexes: tuple[int, DenseIndex, LexicalIndex] | None = None
         self._unsaved_rebuild = False
@@ -127,6 +134,7 @@ class KnowledgeBase:
         embedding_model: str | None = None,
         chunking: ChunkingConfig | None = None,
         dense_index: str | None = None,
+        screener: Screener | None = None,
     ) -> KnowledgeBase:
         """Open the KB in ``directory``; with ``create``, make it if it does not exist yet.
 
@@ -162,7 +170,7 @@ class KnowledgeBase:
             meta = store.meta()
         settings = KBSettings.from_meta(meta)
         cls._refuse_mismatch(directory, settings, embedding_model, chunking, dense_index)
-        return cls(directory, store, settings)
+        return cls(directory, store, settings, screener=screener)
 
     @staticmethod
     def _refuse_mismatch(directory: Path, settings: KBSettings, embedding_model: str | None,
@@ -207,12 +215,13 @@ class KnowledgeBase:
         writer: str = "cli",
         source: str = "",
         progress: bool = False,
-        guard: IngestGuard | None = None,
+        guard: Screener | None = None,
     ) -> IngestReport:
         """Add a batch atomically. Already-present texts are skipped (content-hash dedupe);
         an id already used for a different text refuses the whole batch before any write.
 
-        With a ``guard`` (Ring 1), documents it blocks go to the quarantine table with their
+        With a ``guard`` (Ring 1, or any :class:`~trishield.kb.screening.Screener`), or else
+        the KB's own ``screener``, documents it blocks go to the quarantine table with their
         scores and reasons, in the same transaction, instead of into the indexes.
 
         A document whose ``tier`` is set (provenance the service established) keeps it;
@@ -225,6 +234,7 @@ class KnowledgeBase:
                 self._check_tier(document.tier)
         if not writer or writer != writer.strip():
             raise InputError(f"writer name {writer!r} is empty or has surrounding whitespace")
+        guard = guard if guard is not None else self.screener
         with self._write_lock():
             new, duplicates = self._split_new(documents)
             if not new:
@@ -259,9 +269,9 @@ class KnowledgeBase:
                             quarantined=[v.as_dict() for v in verdicts if v.blocked],
                             screened=len(verdicts))
 
-    def _screen(self, guard: IngestGuard, documents: Sequence[Document],
+    def _screen(self, guard: Screener, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
-                tiers: Sequence[str]) -> list[GuardVerdict]:
+                tiers: Sequence[str]) -> Sequence[ScreeningVerdict]:
         """Ring 1 at ingest: each document alone, plus its distance from the KB's neighbourhood
         (the existing KB, or the batch itself while the KB is still small)."""
         vectors, start = [], 0
@@ -270,13 +280,12 @@ class KnowledgeBase:
             vectors.append(mean / (np.linalg.norm(mean) or 1.0))
             start += len(per_document)
         document_vectors = np.asarray(vectors, dtype=np.float32)
-        reference = self.store.sample_embeddings(self.dimension, OUTLIER_REFERENCE_SIZE)
+        reference = self.embedding_sample()
         if len(reference) < OUTLIER_REFERENCE_SIZE:
             reference = np.concatenate([reference, document_vectors])
-        outliers = outlier_scores(document_vectors, reference)
-        scores = [None] * len(documents) if outliers is None else [float(o) for o in outliers]
-        return guard.judge_many([d.id for d in documents], [d.text for d in documents], scores,
-                                tiers=list(tiers))
+        return guard.screen([d.id for d in documents], [d.text for d in documents],
+                            tiers=list(tiers), embeddings=document_vectors,
+                            neighbourhood=reference)
 
     def release(self, doc_id: str, *, by: str, progress: bool = False) -> IngestReport:
         """Move a quarantined document into the KB (an admin decision, audited)."""
@@ -477,3 +486,37 @@ class KnowledgeBase:
                 **self.store.counts(), "embedding_model": self.settings.embedding_model,
                 "chunking": self.settings.chunking.as_dict(),
                 "dense_index": self.settings.dense_index}
+
+    # -- reading for higher layers (so that nothing outside kb/ runs SQL on the store) -------
+    def document_ids(self) -> list[str]:
+        """Ids of every stored document (not the quarantined or deleted ones), oldest first."""
+        rows = self.store.connection.execute("SELECT doc_id FROM documents ORDER BY pk")
+        return [doc_id for (doc_id,) in rows]
+
+    def content_hash_of(self, doc_id: str) -> str | None:
+        """The stored document's content hash (what a publisher signs), or None if absent."""
+        row = self.store.connection.execute(
+            "SELECT content_hash FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def documents_with_embeddings(self) -> list[tuple[str, str, np.ndarray]]:
+        """Every stored document, oldest first, as ``(id, text, chunk embeddings)``: one row
+        per chunk, in chunk order (to screen stored documents as if they were written now)."""
+        rows = self.store.connection.execute(
+            "SELECT d.doc_id, d.text, c.embedding FROM documents d JOIN chunks c "
+            "ON c.doc_pk = d.pk ORDER BY d.pk, c.chunk_index").fetchall()
+        grouped: dict[str, tuple[str, list[bytes]]] = {}
+        for doc_id, text, blob in rows:
+            grouped.setdefault(doc_id, (text, []))[1].append(blob)
+        return [(doc_id, text, np.frombuffer(b"".join(blobs), dtype=np.float32)
+                 .reshape(len(blobs), self.dimension))
+                for doc_id, (text, blobs) in grouped.items()]
+
+    def embedding_sample(self, limit: int = OUTLIER_REFERENCE_SIZE, seed: int = 0) -> np.ndarray:
+        """Up to ``limit`` stored chunk embeddings (a seeded sample when there are more): the
+        neighbourhood that a screener measures a new document's distance from."""
+        return self.store.sample_embeddings(self.dimension, limit, seed)
+
+    def embeddings_for(self, candidates: Sequence[Candidate]) -> dict[int, np.ndarray]:
+        """The stored embedding of each candidate's chunk, by chunk primary key."""
+        return self.store.embeddings_of([c.chunk.pk for c in candidates], self.dimension)

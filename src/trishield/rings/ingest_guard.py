@@ -21,7 +21,7 @@ from trishield.text import words
 HEAPS_K = 1.734
 HEAPS_EXPONENT = -0.205
 """Clean-text vocabulary growth ``|V|/n = K * n^exponent``, fitted on the HotpotQA training
-corpus (994 passages; not part of any evaluation KB): see ``trishield.rings.calibration``."""
+corpus (994 passages; not part of any evaluation KB): see ``trishield.eval.calibration``."""
 
 OUTLIER_NEIGHBOURS = 10
 MIN_NEIGHBOURHOOD = 20
@@ -36,7 +36,7 @@ class GuardConfig:
     w_pat: float = 0.6
     w_out: float = 0.2
     theta: float = 0.19
-    """Block at ``C >= theta``. Chosen by ``python -m trishield.rings.calibration`` (training
+    """Block at ``C >= theta``. Chosen by ``python -m trishield.eval.calibration`` (training
     half of PoisonedRAG-NQ vs HotpotQA+MuSiQue): clean false-positive rate 0.45% (13 of 2,884),
     poison recall 0.88 (220 of 250)."""
     flag_theta: float = 0.1
@@ -118,7 +118,12 @@ class GuardVerdict:
 
 
 class IngestGuard:
-    """Scores texts with the three Ring 1 signals and decides block / flag / pass."""
+    """Scores texts with the three Ring 1 signals and decides block / flag / pass.
+
+    It is the knowledge base's screener at ingest (:class:`trishield.kb.screening.Screener`,
+    through :meth:`screen`): the KB defines what it needs and Ring 1 provides it, so kb/ does
+    not import rings/.
+    """
 
     def __init__(self, config: GuardConfig | None = None):
         self.config = config or GuardConfig()
@@ -153,3 +158,11 @@ class IngestGuard:
         tiers = tiers or ["neutral"] * len(texts)
         return [self.judge(s, t, s_out=o, query=query, tier=tier)
                 for s, t, o, tier in zip(subjects, texts, outliers, tiers, strict=True)]
+
+    def screen(self, ids: Sequence[str], texts: Sequence[str], *, tiers: Sequence[str],
+               embeddings: np.ndarray, neighbourhood: np.ndarray) -> list[GuardVerdict]:
+        """Ring 1 at ingest (the KB's ``Screener``): each document alone, plus ``S_out``, its
+        distance from the KB's ``neighbourhood``."""
+        outliers = outlier_scores(embeddings, neighbourhood)
+        scores = [None] * len(ids) if outliers is None else [float(o) for o in outliers]
+        return self.judge_many(list(ids), list(texts), scores, tiers=list(tiers))

@@ -59,7 +59,7 @@ class PatternHit:
 
 @dataclass(frozen=True)
 class PatternWeights:
-    """Per-detector weights (noisy-OR). Defaults: see ``trishield.rings.calibration``."""
+    """Per-detector weights (noisy-OR). Defaults: see ``trishield.eval.calibration``."""
 
     question_opening: float = 0.6
     question_inside: float = 0.25

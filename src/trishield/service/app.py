@@ -21,13 +21,13 @@ from trishield import __version__
 from trishield.errors import NotFoundError
 from trishield.kb import Document, content_hash
 from trishield.kb.loaders import validate_document
+from trishield.provenance.keys import ApiKey, Role
+from trishield.provenance.signing import ProvenanceClaim, decide_provenance
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.service import models as m
 from trishield.service.auth import bearer_scheme, require
 from trishield.service.http import BodyGuard, Instrumentation, error_body, install_error_handlers
-from trishield.service.keys import ApiKey, Role
 from trishield.service.runtime import QUERY_BODY_BYTES, Runtime, ServiceConfig
-from trishield.service.signing import ProvenanceClaim, decide_provenance
 
 VIEWER_DIR = Path(__file__).parent / "viewer"
 

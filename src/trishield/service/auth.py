@@ -12,7 +12,7 @@ from collections.abc import Callable
 from fastapi import HTTPException, Request
 from fastapi.security import HTTPBearer
 
-from trishield.service.keys import ApiKey, AuthError, Role
+from trishield.provenance.keys import ApiKey, AuthError, Role
 from trishield.service.runtime import Runtime
 
 bearer_scheme = HTTPBearer(auto_error=False, description="An API key from "

@@ -30,7 +30,7 @@ from trishield.llm.base import Reader
 from trishield.llm.cache import ResponseCache
 from trishield.llm.panel import EXTRACTIVE, MemberSpec, build_reader
 from trishield.pipeline import Pipeline
-from trishield.service.keys import KeyStore
+from trishield.provenance.keys import KeyStore
 from trishield.service.metrics import ServiceMetrics
 from trishield.settings import Settings
 

@@ -30,11 +30,11 @@ from trishield.eval.baselines.perplexity import (
     calibrate_perplexity,
     clean_passages,
 )
+from trishield.eval.calibration import poisonedrag_split
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.datasets import DATASETS, load_named
 from trishield.llm import ExtractiveReader
-from trishield.rings.calibration import poisonedrag_split
 
 
 def evaluation_poisons() -> list[Document]:

@@ -123,11 +123,10 @@ class ConditionedKB:
 
     def _content_hash(self, doc_id: str) -> str:
         """Signatures cover the whole document's content hash, not the retrieved chunk."""
-        row = self._kb.store.connection.execute(
-            "SELECT content_hash FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        if row is None:
+        stored = self._kb.content_hash_of(doc_id)
+        if stored is None:
             raise InputError(f"retrieved document {doc_id!r} is not in the KB's documents")
-        return row[0]
+        return stored
 
     def _relabel(self, candidate: Candidate) -> Candidate:
         tier = self.provenance.tier_of(candidate.chunk.doc_id,

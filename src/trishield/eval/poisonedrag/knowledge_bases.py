@@ -127,7 +127,6 @@ def screen_clean(base: Path, guard: GuardConfig | None = None) -> dict:
     passages unscreened, as a KB that existed before the attack). Cached next to the base."""
     import numpy as np
 
-    from trishield.kb.knowledge_base import OUTLIER_REFERENCE_SIZE
     from trishield.rings.ingest_guard import outlier_scores
 
     guard = guard or GuardConfig()
@@ -135,21 +134,14 @@ def screen_clean(base: Path, guard: GuardConfig | None = None) -> dict:
     if cache_path.is_file():
         return json.loads(cache_path.read_text())
     with KnowledgeBase.open(base) as kb:
-        rows = kb.store.connection.execute(
-            "SELECT d.doc_id, d.text, c.embedding FROM documents d JOIN chunks c "
-            "ON c.doc_pk = d.pk ORDER BY d.pk, c.chunk_index").fetchall()
-        reference = kb.store.sample_embeddings(kb.dimension, OUTLIER_REFERENCE_SIZE)
-    texts: dict[str, str] = {}
-    vectors: dict[str, list[np.ndarray]] = {}
-    for doc_id, text, blob in rows:
-        texts[doc_id] = text
-        vectors.setdefault(doc_id, []).append(np.frombuffer(blob, dtype=np.float32))
-    ids = list(texts)
-    means = np.stack([np.mean(vectors[i], axis=0) for i in ids])
+        stored = kb.documents_with_embeddings()
+        reference = kb.embedding_sample()
+    ids = [doc_id for doc_id, _, _ in stored]
+    means = np.stack([np.mean(chunks, axis=0) for _, _, chunks in stored])
     means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
     outliers = outlier_scores(means.astype(np.float32), reference)
     scores = [None] * len(ids) if outliers is None else [float(o) for o in outliers]
-    verdicts = IngestGuard(guard).judge_many(ids, [texts[i] for i in ids], scores,
+    verdicts = IngestGuard(guard).judge_many(ids, [text for _, text, _ in stored], scores,
                                              tiers=["neutral"] * len(ids))
     result = {"screened": len(ids),
               "would_quarantine": sorted(v.subject for v in verdicts if v.blocked)}

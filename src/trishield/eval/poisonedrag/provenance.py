@@ -2,7 +2,7 @@
 
 A registered publisher signs the clean passages' content hashes with Ed25519; the attacker
 forges the same publisher's tag with its own key. Both keys derive from fixed seeds so the
-benchmark is reproducible; every tag goes through :func:`trishield.service.signing.
+benchmark is reproducible; every tag goes through :func:`trishield.provenance.signing.
 decide_provenance` against a real key store, so a forged tag fails here for exactly the
 reason it would fail at ``POST /v1/documents``.
 """
@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from trishield.eval.poisonedrag.attacks import is_poison
 from trishield.kb.documents import Tier
-from trishield.service.keys import ApiKey, KeyStore
-from trishield.service.signing import (
+from trishield.provenance.keys import ApiKey, KeyStore
+from trishield.provenance.signing import (
     ProvenanceClaim,
     ProvenanceVerdict,
     decide_provenance,

@@ -89,7 +89,7 @@ def _questions(block: Block, order: list, stored: set[str], seed: int) -> list[Q
 
 def _stored_ids(path: Path) -> set[str]:
     with KnowledgeBase.open(path) as kb:
-        return {row[0] for row in kb.store.connection.execute("SELECT doc_id FROM documents")}
+        return set(kb.document_ids())
 
 
 def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trishield.answers import contains_answer
+from trishield.eval.calibration import poisonedrag_split
 from trishield.eval.metrics import OUTCOMES, answer_quality, attack_outcome, bootstrap_interval
 from trishield.eval.poisonedrag.attacks import get_family, is_poison
 from trishield.eval.poisonedrag.plan import Block
 from trishield.eval.poisonedrag.questions import Question
-from trishield.rings.calibration import poisonedrag_split
 
 SCORING_VERSION = "poisonedrag-1"
 """Bump whenever a rule below changes meaning."""

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from trishield.errors import InputError
 from trishield.kb.documents import Tier
-from trishield.service.keys import ApiKey, KeyStore
+from trishield.provenance.keys import ApiKey, KeyStore
 
 MESSAGE_PREFIX = b"trishield-document-v1:"
 MAX_SIGNATURE_CHARS = 200

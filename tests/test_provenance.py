@@ -11,8 +11,8 @@ import pytest
 
 from trishield.errors import ConflictError, InputError, NotFoundError
 from trishield.kb import content_hash
-from trishield.service.keys import KEYS_DATABASE, AuthError, KeyStore, Role
-from trishield.service.signing import (
+from trishield.provenance.keys import KEYS_DATABASE, AuthError, KeyStore, Role
+from trishield.provenance.signing import (
     ProvenanceClaim,
     decide_provenance,
     generate_private_key,

@@ -5,7 +5,7 @@ split; the other half is the evaluation split that reports use) against clean Wi
 from the HotpotQA and MuSiQue corpora, which are in no evaluation KB. ``theta`` is the lowest
 threshold whose false-positive rate on the clean passages stays at or under ``max_fpr``.
 
-Run ``python -m trishield.rings.calibration`` to reproduce the defaults in ``GuardConfig``.
+Run ``python -m trishield.eval.calibration`` to reproduce the defaults in ``GuardConfig``.
 """
 
 from __future__ import annotations

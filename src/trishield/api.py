@@ -1,0 +1,140 @@
+"""The public Python API: what ``import trishield`` gives a developer.
+
+Three things in a few lines each, with the same defaults as the command line:
+
+* :func:`open_kb` opens (or creates) a knowledge base whose ingests Ring 1 screens;
+* :func:`defend` builds a named defense over it (``full`` by default) whose ``ask(question)``
+  returns an :class:`~trishield.pipeline.Answer` with its typed :class:`~trishield.trace.Trace`;
+* :func:`screen` runs Rings 1 and 2 over passages that *your* retriever found (LangChain,
+  LlamaIndex, a vector database), with the provenance you know, and returns the passages to
+  keep, ranked by trust, with the trace. No LLM is called.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trishield.defenses import build_defense
+from trishield.defenses.retrievers import Passage, PassageRetriever
+from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
+from trishield.errors import InputError
+from trishield.kb import KnowledgeBase
+from trishield.llm.base import Reader
+from trishield.llm.panel import build_panel
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
+from trishield.pipeline import Pipeline
+from trishield.rings.ingest_guard import IngestGuard
+from trishield.settings import Settings
+from trishield.stages import Retriever, Run, candidate_row
+from trishield.trace import Trace
+
+
+def open_kb(path: str | Path, *, create: bool = False, guard: bool = True,
+            settings: Settings | None = None, **options: Any) -> KnowledgeBase:
+    """Open the knowledge base at ``path`` (``create=True`` makes a new one).
+
+    ``guard`` (default on, as in ``trishield ingest``): every ``kb.ingest`` is screened by
+    Ring 1 and what it blocks goes to the quarantine instead of the index (documents of
+    trusted writers are scored, never quarantined). ``options`` go to
+    :meth:`KnowledgeBase.open` (embedding model, chunking, dense index kind).
+    """
+    settings = settings or Settings()
+    screener = IngestGuard(settings.pipeline.guard) if guard else None
+    return KnowledgeBase.open(path, create=create, screener=screener, **options)
+
+
+def defend(source: KnowledgeBase | Retriever, defense: str = "full", *,
+           panel: Sequence[Reader] | None = None, settings: Settings | None = None,
+           options: Mapping[str, Any] | None = None) -> Pipeline:
+    """The defense ``defense`` (see ``trishield.DEFENSES``) over a knowledge base or any
+    :class:`~trishield.stages.Retriever`. ``panel`` defaults to the configured panel (three
+    local models, loaded on first use); ``settings`` to the defaults of ``trishield config
+    show``."""
+    settings = settings or Settings()
+    readers = list(panel) if panel is not None else build_panel(settings.panel)
+    return build_defense(defense, source, readers, config=settings.pipeline, options=options)
+
+
+@dataclass(frozen=True)
+class ScreenedPassage:
+    """One of your passages that Rings 1 and 2 kept, with the trust Ring 2 gave it."""
+
+    passage: Passage
+    trust: float
+
+    @property
+    def id(self) -> str:
+        return self.passage.id
+
+
+@dataclass(frozen=True)
+class Screening:
+    """What to hand your LLM: ``kept`` (most trusted first, at most ``k``), or nothing and
+    ``refusal`` when Ring 2 found nothing to answer from; ``removed`` are the ids Ring 1
+    blocked; the trace says why for every passage."""
+
+    kept: list[ScreenedPassage]
+    removed: list[str]
+    refusal: str | None
+    trace: Trace
+
+
+def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
+           k: int | None = None, settings: Settings | None = None,
+           embedding_model: str = DEFAULT_EMBEDDING_MODEL) -> Screening:
+    """Rings 1 and 2 over passages from your own retriever (question + passages with
+    provenance in, filtered and ranked passages and a trace out).
+
+    A passage is a :class:`Passage` or a mapping with its fields (``id``, ``text``, ``tier``
+    and optionally ``doc_id``, ``title``, ``writer``, ``score``). ``k`` (default: the
+    configured context size) is how many to keep. Passages are embedded with
+    ``embedding_model`` for Ring 1's outlier score, which needs 20 or more passages.
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question is empty")
+    given = [p if isinstance(p, Passage) else _passage(p, n) for n, p in enumerate(passages)]
+    config = (settings or Settings()).pipeline
+    k = config.scorer.context if k is None else k
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"k must be a positive integer, got {k!r}")
+    retriever = PassageRetriever(given, embedding_model)
+    run = Run(Trace(question=question, defense="screen", backend=retriever.name, k=k,
+                    panel=[]), retriever=retriever)
+    mark = time.perf_counter()
+    candidates = retriever.retrieve(question, len(given))
+    run.trace.pool = len(given)
+    run.trace.candidates = [candidate_row(c) for c in candidates]
+    ring1, ring2 = Ring1Filter(config.guard), Ring2Reranker(config.scorer,
+                                                            backend=retriever.name)
+    survivors = ring1.screen(run, question, candidates)
+    run.timed(ring1.name, mark)
+    mark = time.perf_counter()
+    reranked = ring2.rerank(run, question, survivors, k)
+    run.timed(ring2.name, mark)
+    run.trace.context = [p.row() for p in reranked.context]
+    run.timings["total"] = time.perf_counter() - run.started
+    run.trace.timings_s = {name: round(value, 4) for name, value in run.timings.items()}
+    run.trace.mark_set("version", "candidates", "context", "llm_calls", "llm_calls_cached")
+    by_chunk = {c.chunk_id: given[c.chunk.pk] for c in candidates}
+    kept = [ScreenedPassage(by_chunk[p.id], p.trust) for p in reranked.context]
+    removed = [by_chunk[chunk].id for chunk in run.trace.ring1.blocked] \
+        if run.trace.ring1 else []
+    return Screening(kept, removed, reranked.refusal, run.trace)
+
+
+def _passage(fields: Mapping[str, Any], position: int) -> Passage:
+    if not isinstance(fields, Mapping):
+        raise InputError(f"passage {position}: expected a Passage or a mapping, got "
+                         f"{type(fields).__name__}")
+    known = {"id", "text", "tier", "doc_id", "title", "writer", "score"}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise InputError(f"passage {position}: unknown field(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(known))}")
+    if "id" not in fields or "text" not in fields:
+        raise InputError(f"passage {position}: 'id' and 'text' are required")
+    return Passage(**fields)
