@@ -111,10 +111,11 @@ def ragdefender_figures(held_out: int = 300, sample: int = 300,
     """RAGDefender on a measurement KB: timing per query and what it removed.
 
     With ``clean_kb`` (e.g. a wiki5k KB built by ``trishield ingest --dataset wiki5k``), a copy
-    of it gets all 500 PoisonedRAG-NQ poisons and all 100 targets are asked, DESIGN.md's
-    setup; otherwise a small KB of NQ ground truth, held-out clean passages and the evaluation
-    poisons is built and the evaluation questions are asked (a small KB has few clean
-    neighbours, so other targets' poisons crowd the pool: use it for timing only).
+    of it gets all 500 PoisonedRAG-NQ poisons and all 100 targets are asked, the setup of
+    docs/benchmarks.md ("Baselines"); otherwise a small KB of NQ ground truth, held-out clean
+    passages and the evaluation poisons is built and the evaluation questions are asked (a
+    small KB has few clean neighbours, so other targets' poisons crowd the pool: use it for
+    timing only).
     """
     with tempfile.TemporaryDirectory(prefix="trishield-figures-") as scratch:
         directory = Path(scratch) / "kb"

@@ -6,7 +6,7 @@ TF-IDF vote on which cluster is the attack), stage 2 drops the passages that tak
 most similar pairs. It exploits what PoisonedRAG's poisons have in common: several
 near-duplicates of each other.
 
-Two modes, as DESIGN.md measured them on the same setup:
+Two modes, measured on the same setup in docs/benchmarks.md ("Baselines"):
 
 * ``ragdefender-top5``: applied to the top ``k`` alone (when every one of them is a poison
   there is nothing clean to keep, which is why it barely helps);

@@ -1,4 +1,4 @@
-"""Scoring of the PoisonedRAG benchmark (DESIGN.md, "Evaluation"), versioned.
+"""Scoring of the PoisonedRAG benchmark (docs/design.md, "Evaluation definitions"), versioned.
 
 Attacked questions: answer-level ASR (the target's wrong answer appears in the answer,
 PoisonedRAG's substring criterion, over the targets the family could attack), retrieval-level
