@@ -19,7 +19,7 @@ Screen passages from your own retriever (Rings 1 and 2, no LLM)::
 answerer; ``trishield.load_settings`` reads the TOML configuration.
 """
 
-from trishield.api import Screening, ScreenedPassage, defend, open_kb, screen
+from trishield.api import ScreenedPassage, Screening, defend, open_kb, screen
 from trishield.defenses import DEFENSES, build_defense
 from trishield.defenses.retrievers import KBRetriever, Passage, PassageRetriever
 from trishield.errors import TriShieldError
