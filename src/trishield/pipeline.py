@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,14 +28,14 @@ from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
 from trishield.rings.consensus import (
     Consensus,
-    ConsensusConfig,
     ContextPassage,
     Reader,
     Vote,
     presented_to,
 )
-from trishield.rings.ingest_guard import GuardConfig, GuardVerdict, IngestGuard, outlier_scores
-from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, ScorerResult
+from trishield.rings.ingest_guard import GuardVerdict, IngestGuard, outlier_scores
+from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerResult
+from trishield.settings import PipelineConfig
 from trishield.text import QUESTION_PHRASING
 
 RINGS_OF: dict[str, frozenset[int]] = {
@@ -43,14 +43,6 @@ RINGS_OF: dict[str, frozenset[int]] = {
     "ring3": frozenset({3}), "ring12": frozenset({1, 2}), "full": frozenset({1, 2, 3})}
 DEFENSES = tuple(RINGS_OF)
 TRACE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    backend: str = "dense"
-    guard: GuardConfig = field(default_factory=GuardConfig)
-    scorer: ScorerConfig = field(default_factory=ScorerConfig)
-    consensus: ConsensusConfig = field(default_factory=ConsensusConfig)
 
 
 @dataclass
