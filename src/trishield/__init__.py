@@ -10,7 +10,6 @@ The public API is small on purpose::
             print(candidate.doc_id, candidate.score)
 """
 
-from trishield import config as _config  # noqa: F401  (sets offline model flags first)
 from trishield.errors import TriShieldError
 from trishield.kb import BACKENDS, Candidate, ChunkingConfig, Document, KnowledgeBase, load_path
 

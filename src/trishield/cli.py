@@ -48,6 +48,7 @@ config_option = click.option("--config", "config_file", type=click.Path(path_typ
                    "../shared/data).")
 def cli(data_dir: Path | None) -> None:
     """TriShield: a RAG pipeline with three independent rings of defense."""
+    config.enforce_offline()
     if data_dir is not None:
         os.environ[config.DATA_DIR_ENV] = str(data_dir.resolve())
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from trishield.config import cache_dir
+from trishield.config import cache_dir, enforce_offline
 from trishield.errors import InputError, ModelError
 from trishield.eval.baselines.base import (
     Run,
@@ -93,6 +93,7 @@ def load_causal_lm(model: str) -> LoadedLM:
     resolved = resolve_gguf(model)
     verify_resolved(resolved)
     started = time.perf_counter()
+    enforce_offline()
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

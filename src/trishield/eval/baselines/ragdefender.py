@@ -24,6 +24,7 @@ import time
 from functools import cache
 from typing import Any
 
+from trishield.config import enforce_offline
 from trishield.errors import InputError, ModelError
 from trishield.eval.baselines.base import (
     Run,
@@ -44,6 +45,7 @@ TASK_TYPES = ("single_hop", "multi_hop")
 @cache
 def _defender(embedding_model: str, task_type: str) -> Any:
     """One RAGDefender per embedding model and task type (they hold no per-query state)."""
+    enforce_offline()
     try:
         import ragdefender
         from ragdefender import RAGDefender
