@@ -40,7 +40,7 @@ from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.errors import InputError
 from trishield.llm.panel import DEFAULT_PANEL, MemberSpec
-from trishield.rings.config_types import CONFIG, Backend
+from trishield.rings.config_types import CONFIG, Backend, list_to_tuple
 from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import GuardConfig
 from trishield.rings.retrieval_scorer import ScorerConfig
@@ -79,16 +79,12 @@ class PipelineConfig:
         return config
 
 
-def _panel_tuple(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
 @config_dataclass(frozen=True, config=CONFIG)
 class Settings:
     """The pipeline's configuration and the Ring 3 panel (members in order)."""
 
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    panel: Annotated[tuple[MemberSpec, ...], BeforeValidator(_panel_tuple)] = DEFAULT_PANEL
+    panel: Annotated[tuple[MemberSpec, ...], BeforeValidator(list_to_tuple)] = DEFAULT_PANEL
 
     @field_validator("panel")
     @classmethod

@@ -31,9 +31,9 @@ GateMode = Literal["always", "gated", "never"]
 Backend = Literal[BACKENDS]  # type: ignore[valid-type]  # the one list of retrieval backends
 
 
-def _list_to_tuple(value: Any) -> Any:
+def list_to_tuple(value: Any) -> Any:
     """TOML has arrays, not tuples: accept a list where a tuple is kept."""
     return tuple(value) if isinstance(value, list) else value
 
 
-TierTuple = Annotated[tuple[Tier, ...], BeforeValidator(_list_to_tuple)]
+TierTuple = Annotated[tuple[Tier, ...], BeforeValidator(list_to_tuple)]
