@@ -97,14 +97,14 @@ model = "llama3.2"
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[ring1]\ntheta = 1.5\n", "theta must be between 0 and 1"),
+    ("[ring1]\ntheta = 1.5\n", "theta: must be between 0 and 1"),
     ("[ring1]\nthreshold = 0.2\n", "unknown key 'threshold'"),
     ("[rings]\n", "unknown section"),
-    ("[ring3]\ngate = \"sometimes\"\n", "gate must be one of"),
-    ("[retrieval]\nbackend = \"sparse\"\n", "backend must be one of"),
-    ("[retrieval]\npool = 3\ncontext = 5\n", "context must not exceed pool"),
-    ("[ring2]\nw_prov = { trusted = 0.1 }\n", "w_prov must be a table"),
-    ("[ring3]\nretry = 1\n", "retry must be true or false"),
+    ("[ring3]\ngate = \"sometimes\"\n", "gate: must be one of"),
+    ("[retrieval]\nbackend = \"sparse\"\n", "backend: must be one of"),
+    ("[retrieval]\npool = 3\ncontext = 5\n", "context: must not exceed pool"),
+    ("[ring2]\nw_prov = { trusted = 0.1 }\n", "w_prov: must be a table"),
+    ("[ring3]\nretry = 1\n", "retry: must be true or false"),
     ("[panel]\nmembers = []\n", "no members"),
     ("not toml at all [", "invalid TOML"),
 ])

@@ -44,7 +44,8 @@ kb_option = click.option("--kb", "kb_dir", required=True,
 json_option = click.option("--json", "json_output", is_flag=True,
                            help="Print machine-readable JSON.")
 config_option = click.option("--config", "config_file", type=click.Path(path_type=Path),
-                             help="Defense configuration file (TOML); see `trishield config`.")
+                             help="Defense configuration file (TOML); `trishield config show "
+                                  "--config FILE` prints the effective settings.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -54,6 +55,7 @@ config_option = click.option("--config", "config_file", type=click.Path(path_typ
                    "../shared/data).")
 def cli(data_dir: Path | None) -> None:
     """TriShield: a RAG pipeline with three independent rings of defense."""
+    config.enforce_offline()
     if data_dir is not None:
         os.environ[config.DATA_DIR_ENV] = str(data_dir.resolve())
 
@@ -172,28 +174,55 @@ def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
         panel_option: str | None, gate: str | None, no_cache: bool, config_file: Path | None,
         json_output: bool) -> None:
     """Answer QUESTION from --kb through the rings, with the trace of every decision."""
-    from dataclasses import replace
-
     from trishield.defenses import build_defense
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel, parse_panel_option
     from trishield.settings import load_settings
     from trishield.trace_view import render_answer
 
-    settings = load_settings(config_file)
-    config = settings.pipeline
-    if backend:
-        config = replace(config, backend=backend)
-    if gate:
-        config = replace(config, consensus=replace(config.consensus, gate=gate))
-    members = parse_panel_option(panel_option) if panel_option else list(settings.panel)
+    settings = load_settings(config_file).with_overrides(
+        backend=backend, gate=gate,
+        panel=parse_panel_option(panel_option) if panel_option else None)
     with KnowledgeBase.open(kb_dir) as kb:
-        panel = build_panel(members, use_cache=not no_cache)
-        answer = build_defense(defense, kb, panel, config=config).ask(question)
+        panel = build_panel(settings.panel, use_cache=not no_cache)
+        answer = build_defense(defense, kb, panel, config=settings.pipeline).ask(question)
     if json_output:
         _print_json(answer.as_dict())
         return
     render_answer(console, answer)
+
+
+@cli.group("config")
+def config_group() -> None:
+    """The defense configuration: show the effective settings, check a file."""
+
+
+@config_group.command("show")
+@config_option
+@json_option
+def config_show(config_file: Path | None, json_output: bool) -> None:
+    """Print the effective configuration: the defaults, overridden by --config FILE.
+
+    The text output is itself a valid configuration file to start from.
+    """
+    from trishield.settings import load_settings
+    from trishield.settings_toml import to_toml
+
+    settings = load_settings(config_file)
+    if json_output:
+        _print_json(settings.as_dict())
+        return
+    click.echo(to_toml(settings, source=str(config_file) if config_file else None), nl=False)
+
+
+@config_group.command("check")
+@click.argument("config_file", type=click.Path(path_type=Path))
+def config_check(config_file: Path) -> None:
+    """Validate CONFIG_FILE; exit non-zero with the section and key at fault."""
+    from trishield.settings import load_settings
+
+    load_settings(config_file)
+    console.print(f"{escape(str(config_file))}: valid")
 
 
 @cli.group("eval")
@@ -389,16 +418,13 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_concurrent_asks: int, panel_option: str | None, allow_members: str | None,
           no_cache: bool, log_level: str, config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
-    from dataclasses import replace
-
     from trishield.llm.panel import parse_panel_option
     from trishield.service.runtime import ServiceConfig
     from trishield.service.server import serve as run_server
     from trishield.settings import load_settings
 
-    settings = load_settings(config_file)
-    if panel_option:
-        settings = replace(settings, panel=tuple(parse_panel_option(panel_option)))
+    settings = load_settings(config_file).with_overrides(
+        panel=parse_panel_option(panel_option) if panel_option else None)
     allowed = tuple(parse_panel_option(allow_members)) if allow_members else None
     run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,
                              workers=workers, max_concurrent_asks=max_concurrent_asks,

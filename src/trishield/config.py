@@ -16,10 +16,22 @@ from pathlib import Path
 DATA_DIR_ENV = "TRISHIELD_DATA_DIR"
 CACHE_DIR_ENV = "TRISHIELD_CACHE_DIR"
 
-# Models are loaded from installed packages only: never let a library reach for a model hub.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+OFFLINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                       "TOKENIZERS_PARALLELISM": "false"}
+"""Models are loaded from installed packages only: never let a library reach for a model hub
+(and keep the tokenizers' threads from fighting the readers for 2 cores)."""
+
+
+def enforce_offline() -> None:
+    """Set :data:`OFFLINE_ENVIRONMENT` where the user has not chosen otherwise.
+
+    Called by the CLI and right before anything imports ``transformers``,
+    ``sentence_transformers`` or ``huggingface_hub`` (they read these variables when first
+    imported), never at import time: importing a library must not change its host's
+    environment.
+    """
+    for name, value in OFFLINE_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
 
 
 def project_root() -> Path:

@@ -1,8 +1,10 @@
-"""The defense configuration file (TOML), validated strictly.
+"""The defense configuration: validated pydantic dataclasses, and the TOML file that sets them.
 
-Every section and key is checked: an unknown key, a wrong type or a value out of range is an
-error that names it, because a typo in a security tool's configuration must not silently fall
-back to a default. ``trishield config show`` prints the effective configuration.
+Every configuration class validates itself on construction (in code, through
+``dataclasses.replace`` and from the file alike): an unknown key, a wrong type or a value out of
+range is an error that names it, because a typo in a security tool's configuration must not
+silently fall back to a default. ``trishield config show`` prints the effective configuration
+and ``trishield config check FILE`` validates a file.
 
 Example (every key optional)::
 
@@ -28,106 +30,227 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BeforeValidator, ValidationError, field_validator
+from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.errors import InputError
-from trishield.kb.retrieval import BACKENDS
 from trishield.llm.panel import DEFAULT_PANEL, MemberSpec
-from trishield.rings.consensus import GATE_MODES, ConsensusConfig
+from trishield.rings.config_types import CONFIG, Backend, list_to_tuple
+from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import GuardConfig
 from trishield.rings.retrieval_scorer import ScorerConfig
 
+SECTIONS = ("retrieval", "ring1", "ring2", "ring3", "panel")
+RETRIEVAL_KEYS = ("pool", "context")
+"""Ring 2's keys shown under ``[retrieval]``; the others are shown under ``[ring2]``. Either
+section accepts any of them, as it always has."""
+NOT_IN_FILE = frozenset({"patterns"})
+"""Fields that the file cannot set (Ring 1's per-detector weights are calibrated in code)."""
 
-@dataclass(frozen=True)
+_Config = TypeVar("_Config")
+
+
+@config_dataclass(frozen=True, config=CONFIG)
 class PipelineConfig:
-    """Everything a defense is built with, apart from its readers."""
+    """Everything the pipeline runs with: the retrieval backend and each ring's settings."""
 
-    backend: str = "dense"
+    backend: Backend = "dense"
     guard: GuardConfig = field(default_factory=GuardConfig)
     scorer: ScorerConfig = field(default_factory=ScorerConfig)
     consensus: ConsensusConfig = field(default_factory=ConsensusConfig)
 
+    def with_overrides(self, *, backend: str | None = None,
+                       gate: str | None = None) -> PipelineConfig:
+        """This configuration with the per-request choices (``None`` keeps the configured
+        value); raises :class:`InputError` naming the bad value."""
+        return _validated(lambda: self._overridden(backend, gate), "")
 
-_UNIT = {"w_perp", "w_pat", "w_out", "theta", "flag_theta", "tau", "drop_fraction",
-         "trust_margin"}
+    def _overridden(self, backend: str | None, gate: str | None) -> PipelineConfig:
+        config = self
+        if backend is not None:
+            config = replace(config, backend=backend)
+        if gate is not None:
+            config = replace(config, consensus=replace(config.consensus, gate=gate))
+        return config
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=CONFIG)
 class Settings:
+    """The pipeline's configuration and the Ring 3 panel (members in order)."""
+
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    panel: tuple[MemberSpec, ...] = DEFAULT_PANEL
+    panel: Annotated[tuple[MemberSpec, ...], BeforeValidator(list_to_tuple)] = DEFAULT_PANEL
+
+    @field_validator("panel")
+    @classmethod
+    def _named_members(cls, panel: tuple[MemberSpec, ...]) -> tuple[MemberSpec, ...]:
+        if not panel:
+            raise ValueError("the panel has no members")
+        if any(isinstance(member, str) and not member for member in panel):
+            raise ValueError("a member name is empty")
+        return panel
 
     def as_dict(self) -> dict[str, Any]:
         return {"pipeline": dataclasses.asdict(self.pipeline),
                 "panel": [m if isinstance(m, str) else dict(m) for m in self.panel]}
 
+    def with_overrides(self, *, backend: str | None = None, gate: str | None = None,
+                       panel: Sequence[MemberSpec] | None = None) -> Settings:
+        """These settings with command-line or request choices applied (``None`` keeps the
+        configured value), validated like the file: the one place such overrides are made."""
+        pipeline = self.pipeline.with_overrides(backend=backend, gate=gate)
+        if panel is None:
+            return replace(self, pipeline=pipeline)
+        return _validated(lambda: replace(self, pipeline=pipeline, panel=tuple(panel)), "")
 
-def _fail(where: str, message: str) -> InputError:
-    return InputError(f"[{where}] {message}")
+
+# -- validation errors, told in the file's terms ------------------------------------------------
+
+Where = Callable[[str], str] | str
+"""The file section a key belongs to (a name, or a function of the key); ``""`` for none."""
 
 
-def _apply(section: str, values: dict[str, Any], target: Any) -> Any:
-    known = {f.name: f for f in fields(target)}
-    updates: dict[str, Any] = {}
-    for key, value in values.items():
-        name = key
-        if name not in known or name == "patterns":
-            allowed = sorted(k for k in known if k != "patterns")
-            raise _fail(section, f"unknown key {key!r}; allowed: {', '.join(allowed)}")
-        current = getattr(target, name)
-        if isinstance(current, bool):
-            if not isinstance(value, bool):
-                raise _fail(section, f"{key} must be true or false, got {value!r}")
-        elif isinstance(current, (int, float)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise _fail(section, f"{key} must be a number, got {value!r}")
-            if isinstance(current, int) and not isinstance(value, int):
-                raise _fail(section, f"{key} must be an integer, got {value!r}")
-            if name in _UNIT and not 0.0 <= value <= 1.0:
-                raise _fail(section, f"{key} must be between 0 and 1, got {value}")
-            if name in ("pool", "context") and value < 1:
-                raise _fail(section, f"{key} must be at least 1, got {value}")
-        elif name == "min_relevance":
-            if not isinstance(value, dict) or not set(value) <= set(BACKENDS) or any(
-                    isinstance(v, bool) or not isinstance(v, (int, float)) for v in value.values()):
-                raise _fail(section, f"{key} must be a table of numbers keyed by backend "
-                                     f"({', '.join(BACKENDS)})")
-            value = {backend: float(v) for backend, v in value.items()}
-        elif isinstance(current, dict):
-            if not isinstance(value, dict) or set(value) != set(current):
-                raise _fail(section, f"{key} must be a table with keys "
-                                     f"{', '.join(sorted(current))}")
-            for tier, weight in value.items():
-                if isinstance(weight, bool) or not isinstance(weight, (int, float)) \
-                        or not 0 <= weight <= 1:
-                    raise _fail(section, f"{key}.{tier} must be between 0 and 1")
-        elif isinstance(current, tuple):
-            tiers = ("trusted", "neutral", "untrusted")
-            if not isinstance(value, list) or not all(v in tiers for v in value):
-                raise _fail(section, f"{key} must be a list of tiers ({', '.join(tiers)})")
-            value = tuple(value)
-        elif isinstance(current, str) and not isinstance(value, str):
-            raise _fail(section, f"{key} must be a string, got {value!r}")
-        updates[name] = value
-    return replace(target, **updates)
+def _range_of(owner: type | None, name: str) -> str | None:
+    """``between 0 and 1`` for a field with both bounds, so one message shows the range."""
+    info = getattr(owner, "__pydantic_fields__", {}).get(name)
+    if info is None:
+        return None
+    found: dict[str, float] = {}
+    for constraint in info.metadata:
+        for key in ("ge", "gt", "le", "lt"):
+            if getattr(constraint, key, None) is not None:
+                found[key] = getattr(constraint, key)
+    if "ge" in found and "le" in found:
+        return f"between {found['ge']:g} and {found['le']:g}"
+    if "gt" in found and "le" in found:
+        return f"above {found['gt']:g} and at most {found['le']:g}"
+    return None
+
+
+def _bounds(context: Mapping[str, Any]) -> str:
+    limits = {"ge": "at least", "gt": "above", "le": "at most", "lt": "below"}
+    return " and ".join(f"{limits[k]} {v:g}" for k, v in context.items() if k in limits)
+
+
+_PLAIN = {
+    "bool_type": "must be true or false",
+    "int_type": "must be an integer",
+    "float_type": "must be a number",
+    "string_type": "must be a string",
+    "dict_type": "must be a table",
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+}
+
+
+def _what_is_wrong(error: Mapping[str, Any], owner: type | None) -> str:
+    kind, value, loc = error["type"], error.get("input"), error["loc"]
+    if kind in _PLAIN:
+        return f"{_PLAIN[kind]}, got {value!r}"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        bounds = _range_of(owner, str(loc[0])) if len(loc) == 1 else None
+        return f"must be {bounds or _bounds(error.get('ctx', {}))}, got {value!r}"
+    if kind == "literal_error":
+        return f"must be one of {error['ctx']['expected']}, got {value!r}"
+    if kind in ("value_error", "assertion_error"):
+        return str(error["ctx"]["error"])
+    return str(error["msg"])
+
+
+def _prefix(where: Where, key: str) -> str:
+    section = where if isinstance(where, str) else where(key)
+    return f"[{section}] " if section else ""
+
+
+def _unknown_key(where: Where, key: str, owner: type | None) -> str:
+    message = f"{_prefix(where, key)}unknown key {key!r}"
+    if owner is None:
+        return message
+    allowed = {f.name for f in fields(owner)} - NOT_IN_FILE
+    if owner is ScorerConfig and _prefix(where, key) == "[retrieval] ":
+        allowed.add("backend")
+    return f"{message}; allowed: {', '.join(sorted(allowed))}"
+
+
+def explain(error: ValidationError, where: Where, owner: type | None = None) -> str:
+    """Each problem as ``[section] key: what is wrong``, in the file's vocabulary."""
+    lines = []
+    for problem in error.errors(include_url=False):
+        loc = problem["loc"]
+        key = str(loc[0]) if loc else ""
+        if problem["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            lines.append(_unknown_key(where, key, owner))
+        else:
+            what = _what_is_wrong(problem, owner)
+            lines.append(f"{_prefix(where, key)}{_key(loc)}: {what}" if loc
+                         else f"{_prefix(where, key)}{what}")
+    return "; ".join(lines)
+
+
+def _key(loc: Sequence[Any]) -> str:
+    """``('w_prov', 'trusty', '[key]')`` -> ``w_prov.trusty``."""
+    return ".".join(str(part) for part in loc if part != "[key]")
+
+
+def _validated(build: Callable[[], _Config], where: Where, owner: type | None = None) -> _Config:
+    """``build()``, its validation errors raised as one :class:`InputError`."""
+    try:
+        return build()
+    except ValidationError as error:
+        raise InputError(explain(error, where, owner)) from None
+
+
+# -- the file -----------------------------------------------------------------------------------
+
+def _build(owner: type[_Config], values: Mapping[str, Any], where: Where) -> _Config:
+    for key in values:
+        if key in NOT_IN_FILE:  # a real field, but not one the file may set
+            raise InputError(_unknown_key(where, key, owner))
+    return _validated(lambda: owner(**values), where, owner)
 
 
 def _panel(values: dict[str, Any]) -> tuple[MemberSpec, ...]:
     unknown = set(values) - {"members", "remote"}
     if unknown:
-        raise _fail("panel", f"unknown key(s) {', '.join(sorted(unknown))}; "
-                             "allowed: members, remote")
+        raise InputError(f"[panel] unknown key(s) {', '.join(sorted(unknown))}; "
+                         "allowed: members, remote")
     members = values.get("members", list(DEFAULT_PANEL))
     if not isinstance(members, list) or not all(isinstance(m, str) and m for m in members):
-        raise _fail("panel", "members must be a list of model names")
+        raise InputError("[panel] members: must be a list of model names")
     remote = values.get("remote", [])
     if not isinstance(remote, list) or not all(isinstance(r, dict) for r in remote):
-        raise _fail("panel", "remote must be an array of tables ([[panel.remote]])")
+        raise InputError("[panel] remote: must be an array of tables ([[panel.remote]])")
     if not members and not remote:
-        raise _fail("panel", "the panel has no members")
+        raise InputError("[panel] the panel has no members")
     return (*members, *remote)
+
+
+def settings_from_dict(raw: Mapping[str, Any]) -> Settings:
+    """Defaults overridden by the parsed TOML document ``raw``; :class:`InputError` names the
+    section and key at fault."""
+    unknown = set(raw) - set(SECTIONS)
+    if unknown:
+        raise InputError(f"unknown section(s) {', '.join(sorted(unknown))}; allowed: "
+                         f"{', '.join(sorted(SECTIONS))}")
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise InputError(f"[{name}] must be a table")
+    retrieval = dict(raw.get("retrieval", {}))
+    backend = retrieval.pop("backend", "dense")
+    ring2 = raw.get("ring2", {})
+    scorer = _build(ScorerConfig, retrieval | ring2,
+                    lambda key: "ring2" if key in ring2 else "retrieval")
+    guard = _build(GuardConfig, raw.get("ring1", {}), "ring1")
+    consensus = _build(ConsensusConfig, raw.get("ring3", {}), "ring3")
+    pipeline = _validated(lambda: PipelineConfig(
+        backend=backend, guard=guard, scorer=scorer, consensus=consensus), "retrieval")
+    panel = _panel(raw.get("panel", {}))
+    return _validated(lambda: Settings(pipeline=pipeline, panel=panel), "panel")
 
 
 def load_settings(path: str | Path | None) -> Settings:
@@ -143,30 +266,7 @@ def load_settings(path: str | Path | None) -> Settings:
         raise InputError("configuration file is not UTF-8", path=str(path)) from None
     except tomllib.TOMLDecodeError as error:
         raise InputError(f"invalid TOML: {error}", path=str(path)) from None
-    sections = {"retrieval", "ring1", "ring2", "ring3", "panel"}
-    unknown = set(raw) - sections
-    if unknown:
-        raise InputError(f"unknown section(s) {', '.join(sorted(unknown))}; allowed: "
-                         f"{', '.join(sorted(sections))}", path=str(path))
-    for name, value in raw.items():
-        if not isinstance(value, dict):
-            raise InputError(f"[{name}] must be a table", path=str(path))
     try:
-        retrieval = dict(raw.get("retrieval", {}))
-        backend = retrieval.pop("backend", "dense")
-        if backend not in BACKENDS:
-            raise _fail("retrieval", f"backend must be one of {', '.join(BACKENDS)}")
-        scorer = _apply("retrieval", retrieval, ScorerConfig())
-        scorer = _apply("ring2", raw.get("ring2", {}), scorer)
-        guard = _apply("ring1", raw.get("ring1", {}), GuardConfig())
-        consensus = _apply("ring3", raw.get("ring3", {}), ConsensusConfig())
-        if consensus.gate not in GATE_MODES:
-            raise _fail("ring3", f"gate must be one of {', '.join(GATE_MODES)}")
-        if consensus.tau <= 0:
-            raise _fail("ring3", "tau must be above 0")
-        if scorer.context > scorer.pool:
-            raise _fail("retrieval", "context must not exceed pool")
-        panel = _panel(raw.get("panel", {}))
+        return settings_from_dict(raw)
     except InputError as error:
         raise InputError(error.message, path=str(path)) from None
-    return Settings(PipelineConfig(backend, guard, scorer, consensus), panel)

@@ -13,8 +13,6 @@ Option ``gate`` overrides Ring 3's gate mode for one defense (the benchmark's ``
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from trishield.defenses import DEFENSES, DefenseSpec
 from trishield.defenses.answerers import PanelConsensus, SingleReader
 from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
@@ -38,7 +36,7 @@ def build_trishield(name: str, spec: DefenseSpec) -> Pipeline:
     rings = RINGS_OF[name]
     config = spec.config
     if "gate" in spec.options:
-        config = replace(config, consensus=replace(config.consensus, gate=spec.options["gate"]))
+        config = config.with_overrides(gate=spec.options["gate"])
     k, pool = config.scorer.context, config.scorer.pool
     filters: list[CandidateFilter] = [Ring1Filter(config.guard)] if 1 in rings else []
     reranker = Ring2Reranker(config.scorer, backend=spec.retriever.name) if 2 in rings else None

@@ -51,7 +51,7 @@ def calibrate(max_fpr: float = 0.005) -> dict[str, object]:
     clean_vectors = embedder.encode([d.text for d in clean])
     poison_vectors = embedder.encode([d.text for d in poisons])
     reference = clean_vectors
-    guard = IngestGuard(GuardConfig(theta=2.0))  # score everything, block nothing
+    guard = IngestGuard(GuardConfig())  # only the scores are used, never the block decision
     results = {}
     for name, documents, vectors in (("poison", poisons, poison_vectors),
                                      ("clean", clean, clean_vectors)):

@@ -19,93 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from trishield.kb.documents import Chunk, Document
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS batches (
-    id INTEGER PRIMARY KEY,
-    created_at REAL NOT NULL,
-    writer TEXT NOT NULL,
-    tier TEXT NOT NULL,
-    source TEXT NOT NULL,
-    documents_added INTEGER NOT NULL,
-    documents_duplicate INTEGER NOT NULL,
-    documents_quarantined INTEGER NOT NULL DEFAULT 0,
-    chunks_added INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS documents (
-    pk INTEGER PRIMARY KEY,
-    doc_id TEXT NOT NULL UNIQUE,
-    content_hash TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL,
-    source TEXT NOT NULL,
-    origin TEXT NOT NULL,
-    text TEXT NOT NULL,
-    tier TEXT NOT NULL CHECK (tier IN ('trusted', 'neutral', 'untrusted')),
-    writer TEXT NOT NULL,
-    ingested_at REAL NOT NULL,
-    batch_id INTEGER NOT NULL REFERENCES batches(id),
-    provenance TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    pk INTEGER PRIMARY KEY,
-    doc_pk INTEGER NOT NULL REFERENCES documents(pk),
-    chunk_index INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    char_start INTEGER NOT NULL,
-    char_end INTEGER NOT NULL,
-    word_start INTEGER NOT NULL,
-    word_end INTEGER NOT NULL,
-    embedding BLOB NOT NULL,
-    UNIQUE (doc_pk, chunk_index)
-);
-CREATE TABLE IF NOT EXISTS quarantine (
-    pk INTEGER PRIMARY KEY,
-    doc_id TEXT NOT NULL UNIQUE,
-    content_hash TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL,
-    source TEXT NOT NULL,
-    origin TEXT NOT NULL,
-    text TEXT NOT NULL,
-    tier TEXT NOT NULL,
-    writer TEXT NOT NULL,
-    verdict TEXT NOT NULL,
-    quarantined_at REAL NOT NULL,
-    batch_id INTEGER NOT NULL REFERENCES batches(id),
-    released_at REAL,
-    released_by TEXT,
-    provenance TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS deleted_documents (
-    pk INTEGER PRIMARY KEY,
-    doc_id TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    title TEXT NOT NULL,
-    source TEXT NOT NULL,
-    origin TEXT NOT NULL,
-    text TEXT NOT NULL,
-    tier TEXT NOT NULL,
-    writer TEXT NOT NULL,
-    ingested_at REAL NOT NULL,
-    batch_id INTEGER NOT NULL,
-    provenance TEXT NOT NULL,
-    deleted_at REAL NOT NULL,
-    deleted_by TEXT NOT NULL,
-    reason TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY,
-    at REAL NOT NULL,
-    action TEXT NOT NULL,
-    writer TEXT NOT NULL,
-    doc_id TEXT,
-    content_hash TEXT,
-    batch_id INTEGER,
-    detail TEXT NOT NULL
-);
-"""
+from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
+from trishield.kb.migrations import applied, migrate
 
 
 @dataclass(frozen=True)
@@ -128,15 +43,6 @@ class StoredChunk:
         return f"{self.doc_id}#{self.chunk_index}"
 
 
-_ADDED_COLUMNS = (
-    # (table, column, definition): columns added after KBs already existed in the wild; an
-    # older KB gets them on open, with defaults that mean "as before" (no provenance note).
-    ("batches", "documents_quarantined", "INTEGER NOT NULL DEFAULT 0"),
-    ("documents", "provenance", "TEXT NOT NULL DEFAULT ''"),
-    ("quarantine", "provenance", "TEXT NOT NULL DEFAULT ''"),
-)
-
-
 class Store:
     """Thin, typed access to the knowledge-base database.
 
@@ -151,20 +57,15 @@ class Store:
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute("PRAGMA synchronous=FULL")
         self.connection.execute("PRAGMA foreign_keys=ON")
-        self.connection.executescript(_SCHEMA)
-        self._migrate()
+        try:
+            migrate(self.connection, str(path))
+        except BaseException:
+            self.connection.close()
+            raise
 
-    def _migrate(self) -> None:
-        """Add the columns that newer versions introduced to a KB made by an older one."""
-        for table, column, definition in _ADDED_COLUMNS:
-            columns = {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
-            if column not in columns:
-                try:
-                    self.connection.execute(
-                        f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-                except sqlite3.OperationalError as error:  # another process added it first
-                    if "duplicate column" not in str(error):
-                        raise
+    def migrations(self) -> dict[str, float]:
+        """``name -> applied_at`` (epoch seconds) of every schema migration applied."""
+        return applied(self.connection)
 
     def close(self) -> None:
         self.connection.close()

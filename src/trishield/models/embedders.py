@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trishield.config import enforce_offline
 from trishield.errors import ModelError
 from trishield.models.artifacts import ModelArtifact, installed_path, verify
 
@@ -75,6 +76,7 @@ class Embedder:
     """Turns texts into L2-normalised float32 vectors, so inner product is cosine similarity."""
 
     def __init__(self, model: EmbeddingModel):
+        enforce_offline()
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated, get_args
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.answers import (
     answer_core,
@@ -21,23 +25,25 @@ from trishield.answers import (
     same_answer,
 )
 from trishield.llm.base import Reader, ReaderAnswer
+from trishield.rings.config_types import CONFIG, GateMode, TierTuple, Unit
 from trishield.stages import ContextPassage
 
-GATE_MODES = ("always", "gated", "never")
+GATE_MODES: tuple[str, ...] = get_args(GateMode)
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=CONFIG)
 class ConsensusConfig:
-    tau: float = 2 / 3
-    """Agreement threshold: the largest answer group over the panel size."""
+    tau: Annotated[float, Field(gt=0.0, le=1.0)] = 2 / 3
+    """Agreement threshold: the largest answer group over the panel size (0 would accept
+    anything)."""
     retry: bool = True
-    drop_fraction: float = 1 / 3
-    gate: str = "gated"
+    drop_fraction: Unit = 1 / 3
+    gate: GateMode = "gated"
     """always: every query goes to the panel; never: one model; gated: panel when uncertain."""
-    trust_margin: float = 0.1
+    trust_margin: Unit = 0.1
     """Gate: a trust gap this thin between the last context passage and the next is uncertain."""
     require_support: bool = True
-    low_trust_tiers: tuple[str, ...] = ("untrusted",)
+    low_trust_tiers: TierTuple = ("untrusted",)
 
 
 @dataclass

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic.dataclasses import dataclass as config_dataclass
 
+from trishield.rings.config_types import CONFIG, Unit
 from trishield.rings.patterns import PatternHit, PatternWeights, detect_patterns, pattern_score
 from trishield.text import words
 
@@ -28,18 +30,18 @@ MIN_NEIGHBOURHOOD = 20
 MAD_TO_SIGMA = 1.4826
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=CONFIG)
 class GuardConfig:
     """Ring 1 weights and thresholds (defaults chosen on training data only)."""
 
-    w_perp: float = 0.2
-    w_pat: float = 0.6
-    w_out: float = 0.2
-    theta: float = 0.19
+    w_perp: Unit = 0.2
+    w_pat: Unit = 0.6
+    w_out: Unit = 0.2
+    theta: Unit = 0.19
     """Block at ``C >= theta``. Chosen by ``python -m trishield.eval.calibration`` (training
     half of PoisonedRAG-NQ vs HotpotQA+MuSiQue): clean false-positive rate 0.45% (13 of 2,884),
     poison recall 0.88 (220 of 250)."""
-    flag_theta: float = 0.1
+    flag_theta: Unit = 0.1
     """Post-retrieval: at ``C >= flag_theta`` a passage is flagged (kept, but the gate opens)."""
     quarantine_trusted: bool = False
     """Trusted writers are accountable: their documents are scored but never quarantined."""

@@ -12,6 +12,9 @@ import binascii
 import re
 from dataclasses import dataclass
 
+from pydantic.dataclasses import dataclass as config_dataclass
+
+from trishield.rings.config_types import CONFIG, Unit
 from trishield.text import words
 
 WH_WORDS = frozenset({"who", "whom", "whose", "what", "when", "where", "which", "why", "how"})
@@ -57,16 +60,16 @@ class PatternHit:
         return {"name": self.name, "weight": self.weight, "evidence": self.evidence}
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=CONFIG)
 class PatternWeights:
     """Per-detector weights (noisy-OR). Defaults: see ``trishield.eval.calibration``."""
 
-    question_opening: float = 0.6
-    question_inside: float = 0.25
-    query_verbatim: float = 0.8
-    authority: float = 0.5
-    injection: float = 0.9
-    encoded_payload: float = 0.7
+    question_opening: Unit = 0.6
+    question_inside: Unit = 0.25
+    query_verbatim: Unit = 0.8
+    authority: Unit = 0.5
+    injection: Unit = 0.9
+    encoded_payload: Unit = 0.7
 
 
 def _normalised(text: str) -> str:

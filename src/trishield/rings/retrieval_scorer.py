@@ -10,22 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.kb.retrieval import Candidate
+from trishield.rings.config_types import CONFIG, TIERS, AtLeastOne, Backend, Tier, Unit
 from trishield.rings.conflicts import Conflict, find_conflicts
 from trishield.text import QUESTION_PHRASING, content_words
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=CONFIG)
 class ScorerConfig:
     """Ring 2 settings: pool size K, context size k, provenance weights per tier."""
 
-    pool: int = 20
-    context: int = 5
-    w_prov: dict[str, float] = field(default_factory=lambda: {
+    pool: AtLeastOne = 20
+    context: Annotated[AtLeastOne, Field(validate_default=True)] = 5
+    """At most ``pool``: the context is chosen from the pool (checked even when left at its
+    default, so ``pool = 3`` alone is refused too)."""
+    w_prov: dict[Tier, Unit] = field(default_factory=lambda: {
         "trusted": 0.2, "neutral": 0.5, "untrusted": 0.8})
+    """One weight for every tier: a tier without one would have no defined trust."""
     detect_conflicts: bool = True
-    min_relevance: dict[str, float] = field(default_factory=dict)
+    min_relevance: dict[Backend, float] = field(default_factory=dict)
     """Per retrieval backend: refuse when the best surviving candidate's raw score is below
     this floor ("nothing relevant was found"). Backends score on different scales (cosine,
     BM25, reciprocal-rank sums), so each floor is calibrated on its own backend; a backend
@@ -36,6 +44,21 @@ class ScorerConfig:
     policies that cover the US and Canada). Off by default: on an open-domain KB a misspelt
     name ("superbowl") would be refused too (4-6% of real NQ-open and SQuAD questions against
     wiki5k)."""
+
+    @field_validator("context")
+    @classmethod
+    def _within_pool(cls, context: int, info: ValidationInfo) -> int:
+        pool = info.data.get("pool")
+        if pool is not None and context > pool:
+            raise ValueError(f"must not exceed pool ({pool}), got {context}")
+        return context
+
+    @field_validator("w_prov")
+    @classmethod
+    def _every_tier(cls, weights: dict[str, float]) -> dict[str, float]:
+        if set(weights) != set(TIERS):
+            raise ValueError(f"must be a table with keys {', '.join(sorted(TIERS))}")
+        return weights
 
 
 @dataclass(frozen=True)

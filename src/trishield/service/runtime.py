@@ -20,7 +20,7 @@ import queue
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trishield.defenses import build_defense
@@ -143,9 +143,5 @@ class Runtime:
 
     def pipeline(self, kb: KnowledgeBase, panel: list[Reader], backend: str | None,
                  gate: str | None, defense: str) -> Pipeline:
-        config = self.config.settings.pipeline
-        if backend:
-            config = replace(config, backend=backend)
-        if gate:
-            config = replace(config, consensus=replace(config.consensus, gate=gate))
+        config = self.config.settings.pipeline.with_overrides(backend=backend, gate=gate)
         return build_defense(defense, kb, panel, config=config)

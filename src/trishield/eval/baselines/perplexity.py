@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from trishield.config import cache_dir
+from trishield.config import cache_dir, enforce_offline
 from trishield.errors import InputError, ModelError
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.datasets import load_named
@@ -84,6 +84,7 @@ def load_causal_lm(model: str) -> LoadedLM:
     resolved = resolve_gguf(model)
     verify_resolved(resolved)
     started = time.perf_counter()
+    enforce_offline()
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

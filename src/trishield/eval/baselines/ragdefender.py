@@ -23,6 +23,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from trishield.config import enforce_offline
 from trishield.errors import InputError, ModelError
 from trishield.kb.retrieval import Candidate
 from trishield.models.embedders import load_embedder
@@ -34,6 +35,7 @@ TASK_TYPES = ("single_hop", "multi_hop")
 @cache
 def _defender(embedding_model: str, task_type: str) -> Any:
     """One RAGDefender per embedding model and task type (they hold no per-query state)."""
+    enforce_offline()
     try:
         import ragdefender
         from ragdefender import RAGDefender

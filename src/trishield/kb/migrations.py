@@ -1,0 +1,208 @@
+"""The knowledge base's SQLite schema as an ordered list of named migrations.
+
+A KB records in ``schema_migrations`` the name of every migration applied to it and when, so
+its schema can be told from its data rather than guessed from which columns exist. Opening a KB
+applies what is missing, in order, in one ``BEGIN IMMEDIATE`` transaction: a crash leaves the
+schema as it was, and two processes opening the same KB at once migrate it once. A KB that
+records a migration this version does not know was written by a newer TriShield and is refused
+instead of being read with the wrong schema.
+
+KBs made before migrations were recorded hold some prefix of these tables and columns and no
+``schema_migrations``: every step is therefore written to be a no-op where its change is already
+there (``CREATE TABLE IF NOT EXISTS``, a column added only when missing), so such a KB is
+brought up to date and its history recorded like any other.
+
+Append new migrations at the end; never edit or reorder a released one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trishield.errors import KnowledgeBaseError
+
+Step = Callable[[sqlite3.Connection], None]
+
+
+def _create(statement: str) -> Step:
+    def step(connection: sqlite3.Connection) -> None:
+        connection.execute(statement)
+    return step
+
+
+def _add_column(table: str, column: str, definition: str) -> Step:
+    def step(connection: sqlite3.Connection) -> None:
+        columns = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        if column not in columns:
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+    return step
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    steps: tuple[Step, ...]
+
+    def apply(self, connection: sqlite3.Connection) -> None:
+        for step in self.steps:
+            step(connection)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_initial", (
+        _create("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+        _create("""CREATE TABLE IF NOT EXISTS batches (
+            id INTEGER PRIMARY KEY,
+            created_at REAL NOT NULL,
+            writer TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            source TEXT NOT NULL,
+            documents_added INTEGER NOT NULL,
+            documents_duplicate INTEGER NOT NULL,
+            chunks_added INTEGER NOT NULL
+        )"""),
+        _create("""CREATE TABLE IF NOT EXISTS documents (
+            pk INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL UNIQUE,
+            content_hash TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            source TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tier TEXT NOT NULL CHECK (tier IN ('trusted', 'neutral', 'untrusted')),
+            writer TEXT NOT NULL,
+            ingested_at REAL NOT NULL,
+            batch_id INTEGER NOT NULL REFERENCES batches(id)
+        )"""),
+        _create("""CREATE TABLE IF NOT EXISTS chunks (
+            pk INTEGER PRIMARY KEY,
+            doc_pk INTEGER NOT NULL REFERENCES documents(pk),
+            chunk_index INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            char_start INTEGER NOT NULL,
+            char_end INTEGER NOT NULL,
+            word_start INTEGER NOT NULL,
+            word_end INTEGER NOT NULL,
+            embedding BLOB NOT NULL,
+            UNIQUE (doc_pk, chunk_index)
+        )"""),
+        _create("""CREATE TABLE IF NOT EXISTS audit (
+            id INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            action TEXT NOT NULL,
+            writer TEXT NOT NULL,
+            doc_id TEXT,
+            content_hash TEXT,
+            batch_id INTEGER,
+            detail TEXT NOT NULL
+        )"""),
+    )),
+    Migration("0002_quarantine", (
+        # Ring 1 at ingest: blocked documents are held, not dropped
+        _add_column("batches", "documents_quarantined", "INTEGER NOT NULL DEFAULT 0"),
+        _create("""CREATE TABLE IF NOT EXISTS quarantine (
+            pk INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL UNIQUE,
+            content_hash TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            source TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            writer TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            quarantined_at REAL NOT NULL,
+            batch_id INTEGER NOT NULL REFERENCES batches(id),
+            released_at REAL,
+            released_by TEXT
+        )"""),
+    )),
+    Migration("0003_provenance", (
+        # the service's signed-publisher note; '' means "as before": no provenance recorded
+        _add_column("documents", "provenance", "TEXT NOT NULL DEFAULT ''"),
+        _add_column("quarantine", "provenance", "TEXT NOT NULL DEFAULT ''"),
+    )),
+    Migration("0004_deleted_documents", (
+        _create("""CREATE TABLE IF NOT EXISTS deleted_documents (
+            pk INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            title TEXT NOT NULL,
+            source TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            writer TEXT NOT NULL,
+            ingested_at REAL NOT NULL,
+            batch_id INTEGER NOT NULL,
+            provenance TEXT NOT NULL,
+            deleted_at REAL NOT NULL,
+            deleted_by TEXT NOT NULL,
+            reason TEXT NOT NULL
+        )"""),
+    )),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The number of migrations a current KB has applied (kept in ``meta.schema_version`` too)."""
+
+_LEDGER = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    name TEXT PRIMARY KEY,
+    applied_at REAL NOT NULL
+)"""
+
+
+def applied(connection: sqlite3.Connection) -> dict[str, float]:
+    """``name -> applied_at`` of the migrations recorded in this database."""
+    exists = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                "AND name = 'schema_migrations'").fetchone()
+    if not exists:
+        return {}
+    return dict(connection.execute(
+        "SELECT name, applied_at FROM schema_migrations ORDER BY name"))
+
+
+def _refuse_newer(recorded: dict[str, float], where: str) -> None:
+    known = {migration.name for migration in MIGRATIONS}
+    unknown = sorted(set(recorded) - known)
+    if unknown:
+        raise KnowledgeBaseError(
+            f"{where} was written by a newer TriShield: its schema has migration(s) "
+            f"{', '.join(unknown)}, which this version does not know (it knows up to "
+            f"{MIGRATIONS[-1].name}). Upgrade TriShield to open it.")
+
+
+def migrate(connection: sqlite3.Connection, where: str) -> list[str]:
+    """Apply the missing migrations in one transaction; returns the names applied.
+
+    ``connection`` must be in autocommit mode (``isolation_level=None``); ``where`` names the
+    database in errors. Reading first keeps an up-to-date KB from taking the write lock.
+    """
+    recorded = applied(connection)
+    _refuse_newer(recorded, where)
+    if all(migration.name in recorded for migration in MIGRATIONS):
+        return []
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute(_LEDGER)
+        recorded = applied(connection)  # another process may have migrated meanwhile
+        _refuse_newer(recorded, where)
+        done = []
+        for migration in MIGRATIONS:
+            if migration.name in recorded:
+                continue
+            migration.apply(connection)
+            connection.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                               (migration.name, time.time()))
+            done.append(migration.name)
+        connection.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+    return done

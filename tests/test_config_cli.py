@@ -1,0 +1,104 @@
+"""``trishield config show|check`` and the command-line overrides of ``trishield ask``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from trishield.cli import cli
+from trishield.errors import InputError
+from trishield.settings import Settings, load_settings
+
+VALID = """
+[retrieval]
+backend = "bm25"
+pool = 30
+[ring1]
+theta = 0.3
+[ring2]
+min_relevance = { bm25 = 2.5 }
+[ring3]
+gate = "always"
+low_trust_tiers = ["untrusted", "neutral"]
+[panel]
+members = ["extractive"]
+[[panel.remote]]
+kind = "ollama"
+model = "llama3.2"
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "trishield.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_show_prints_a_file_that_loads_back_to_the_same_settings(tmp_path: Path) -> None:
+    path = _write(tmp_path, VALID)
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "theta = 0.3" in result.output and 'gate = "always"' in result.output
+    assert f"overridden by {path}" in result.output
+    shown = _write(tmp_path, result.output, "shown.toml")
+    assert load_settings(shown) == load_settings(path)
+
+
+def test_show_without_a_file_prints_the_defaults(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["config", "show"])
+    assert result.exit_code == 0, result.output
+    assert load_settings(_write(tmp_path, result.output)) == Settings()
+
+
+def test_show_json(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["config", "show", "--json", "--config",
+                                      str(_write(tmp_path, VALID))])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["pipeline"]["guard"]["theta"] == 0.3
+    assert shown["pipeline"]["scorer"]["min_relevance"] == {"bm25": 2.5}
+    assert shown["panel"] == ["extractive", {"kind": "ollama", "model": "llama3.2"}]
+
+
+def test_check_accepts_a_valid_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, VALID)
+    result = CliRunner().invoke(cli, ["config", "check", str(path)])
+    assert result.exit_code == 0 and "valid" in result.output
+
+
+def test_check_and_show_refuse_an_unknown_key_by_name(tmp_path: Path) -> None:
+    path = _write(tmp_path, "[ring1]\nthreshold = 0.2\n")
+    for arguments in (["config", "check", str(path)], ["config", "show", "--config", str(path)]):
+        result = CliRunner().invoke(cli, arguments)
+        assert result.exit_code != 0
+        assert isinstance(result.exception, InputError)
+        assert "[ring1] unknown key 'threshold'" in str(result.exception)
+        assert str(path) in str(result.exception)
+
+
+def test_check_from_the_entry_point_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    path = _write(tmp_path, "[ring3]\ngate = \"sometimes\"\n")
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    done = subprocess.run([sys.executable, "-m", "trishield.cli", "config", "check", str(path)],
+                          capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 2
+    assert "[ring3] gate: must be one of 'always', 'gated' or 'never'" in done.stderr
+
+
+def test_ask_applies_backend_gate_and_panel_over_the_file(demo_kb_dir: Path,
+                                                          tmp_path: Path) -> None:
+    path = _write(tmp_path, "[retrieval]\nbackend = \"hybrid\"\n[ring3]\ngate = \"always\"\n")
+    result = CliRunner().invoke(cli, [
+        "ask", "How many days do I have to return an item?", "--kb", str(demo_kb_dir),
+        "--config", str(path), "--backend", "bm25", "--gate", "never",
+        "--panel", "extractive", "--no-cache", "--json"])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.output)["trace"]
+    assert trace["backend"] == "bm25"
+    assert [member["name"] for member in trace["panel"]] == ["extractive"]
+    assert trace["gate"]["mode"] == "never"
