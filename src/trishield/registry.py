@@ -4,8 +4,9 @@ Each category is one :class:`Registry`. An implementation registers itself with 
 where it is defined, and every list of names (CLI choices, config validation, error messages)
 is read from the registry, so adding a kind means writing it, not editing if-chains in three
 places. Third-party packages extend a category through the entry-point group
-``trishield.<category>`` (as ``simonw/llm`` plugins do): each entry point names a module that
-registers on import.
+named by the registry (``trishield.defenses``, ``trishield.llm_kinds``,
+``trishield.retrieval_backends``), as ``simonw/llm`` plugins do: each entry point names a module
+that registers on import.
 
 Registries load their built-in modules lazily (``builtin_modules``), so that a low layer can
 hold the registry while a higher layer (the evaluation's baselines, say) fills it, without the
@@ -38,8 +39,10 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """Name -> implementation for one category, in registration order."""
 
-    def __init__(self, category: str, *, builtin_modules: tuple[str, ...] = ()):
+    def __init__(self, category: str, *, group: str, builtin_modules: tuple[str, ...] = ()):
         self.category = category
+        self.group = group
+        """The entry-point group third-party packages register under."""
         self.builtin_modules = builtin_modules
         self._entries: dict[str, Entry[T]] = {}
         self._loaded = False
@@ -65,7 +68,7 @@ class Registry(Generic[T]):
         self._loaded = True
         for module in self.builtin_modules:
             importlib.import_module(module)
-        for point in entry_points(group=f"trishield.{self.category.replace(' ', '_')}"):
+        for point in entry_points(group=self.group):
             point.load()
 
     def entry(self, name: str) -> Entry[T]:

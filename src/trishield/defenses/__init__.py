@@ -6,7 +6,7 @@ whose ``ask(question)`` answers with a trace. TriShield's settings are registere
 defenses, RAGDefender, RobustRAG) register themselves from :mod:`trishield.eval.baselines`,
 loaded on first use. A third-party defense registers a builder with
 ``@DEFENSES.register("name", suite="...", options=frozenset({...}))`` in a module named by an
-entry point of the group ``trishield.defense``.
+entry point of the group ``trishield.defenses``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ class DefenseSpec:
 
 DefenseBuilder = Callable[[str, DefenseSpec], Pipeline]
 DEFENSES: Registry[DefenseBuilder] = Registry(
-    "defense", builtin_modules=("trishield.defenses.trishield", "trishield.eval.baselines"))
+    "defense", group="trishield.defenses",
+    builtin_modules=("trishield.defenses.trishield", "trishield.eval.baselines"))
 
 
 def as_retriever(source: KnowledgeBase | Retriever, backend: str) -> Retriever:

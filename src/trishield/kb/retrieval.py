@@ -91,7 +91,8 @@ class Searchers(NamedTuple):
 
 
 RankingFunction = Callable[[Searchers, str, int, "int | None"], Ranking]
-RETRIEVAL_BACKENDS: Registry[RankingFunction] = Registry("retrieval backend")
+RETRIEVAL_BACKENDS: Registry[RankingFunction] = Registry(
+    "retrieval backend", group="trishield.retrieval_backends")
 """Retrieval backends by name; a backend ranks chunks from the KB's indexes."""
 
 
