@@ -349,9 +349,11 @@ def test_paraphrase_falls_back_to_the_question_on_bad_output(kb: KnowledgeBase) 
 def test_expansion_reopens_a_local_reader_with_a_wider_context(
         kb: KnowledgeBase, smollm_reader: LLMReader) -> None:
     defense = build_baseline("expansion-k50", kb, smollm_reader, config={"k": 20})
-    assert defense.context_window["default_n_ctx"] == 2048
-    assert defense.context_window["n_ctx"] == 8192  # SmolLM2-135M's trained context
-    assert defense.reader.backend.identity == smollm_reader.backend.identity  # same cache key
+    window = defense.filters[0].context_window
+    assert window["default_n_ctx"] == 2048
+    assert window["n_ctx"] == 8192  # SmolLM2-135M's trained context
+    wide = defense.answerer.reader
+    assert wide.backend.identity == smollm_reader.backend.identity  # same cache key
     trace = defense.ask(QUESTION).trace.as_dict()
     check_trace(trace, "expansion-k20")
     assert trace["details"]["expansion"]["passed"] == 20 == len(trace["context"])
