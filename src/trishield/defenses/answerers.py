@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from trishield.answers import contains_answer
-from trishield.llm.base import Reader
+from trishield.llm.base import Reader, ReaderAnswer
 from trishield.rings.consensus import Consensus, ConsensusConfig, Vote, presented_to
 from trishield.stages import ContextPassage, Outcome, Run
 from trishield.trace import CallRow, GateTrace, Ring3Trace, VoteRow
@@ -47,15 +47,22 @@ class SingleReader:
         pairs = ([(p.id, p.text) for p in context] if self.order == "retrieval"
                  else presented_to(self.reader, context))
         reply = self.reader.answer(question, pairs)
-        run.paid("answer", self.reader, reply)
-        vote = VoteRow.model_validate(Vote.of(self.reader, reply).as_dict())
-        run.trace.reader = vote
+        vote = single_vote(run, "answer", self.reader, reply)
         if vote.refused:
             return Outcome.refusal(f"{self.reader.name} declined: the context does not hold "
                                    "the answer")
         cited = {p.doc_id for p in context if p.id in set(reply.citations)}
         cited |= {p.doc_id for p in context if contains_answer(p.text, reply.text)}
         return Outcome(reply.text, False, self.answered_reason, sorted(cited))
+
+
+def single_vote(run: Run, purpose: str, reader: Reader, reply: ReaderAnswer) -> VoteRow:
+    """Record one reader's call and its vote as the trace's ``reader``; the vote says whether
+    it refused (a reply that says "I don't know" is a refusal too)."""
+    run.paid(purpose, reader, reply)
+    vote = VoteRow.model_validate(Vote.of(reader, reply).as_dict())
+    run.trace.reader = vote
+    return vote
 
 
 class PanelConsensus:

@@ -198,7 +198,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         return {"query": body.query, "backend": body.backend, "k": body.k,
                 "results": [c.as_dict() for c in candidates]}
 
-    @app.post("/v1/ask", response_model=m.AskResponse, tags=["ask"],
+    @app.post("/v1/ask", response_model=m.AskResponse, response_model_exclude_unset=True,
+              tags=["ask"],
               responses=_errors(400, 401, 403, 413, 415, 422, 503))
     def ask(body: m.AskRequest, key: ApiKey = reader) -> dict[str, Any]:
         """An answer or a refusal, its citations and the trace of every ring's decision."""

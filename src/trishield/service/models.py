@@ -18,6 +18,7 @@ from trishield.kb.documents import TIERS
 from trishield.kb.loaders import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
 from trishield.kb.retrieval import BACKENDS
 from trishield.rings.consensus import GATE_MODES
+from trishield.trace import CandidateRow, Trace
 
 MAX_BATCH = 500
 MAX_QUESTION_CHARS = 2000
@@ -164,20 +165,10 @@ class SearchRequest(Strict):
     k: int = Field(5, ge=1, le=100)
 
 
-class SearchHit(BaseModel):
-    rank: int
-    score: float
-    backend: str
-    doc_id: str
-    chunk_id: str
-    title: str
-    tier: str
-    writer: str
-    provenance: str
-    char_start: int
-    char_end: int
+class SearchHit(CandidateRow):
+    """A retrieved chunk as the trace lists it, with its text."""
+
     text: str
-    components: dict[str, dict[str, float]]
 
 
 class SearchResponse(BaseModel):
@@ -198,11 +189,14 @@ class AskRequest(Strict):
 
 
 class AskResponse(BaseModel):
+    """An answer or a refusal and its trace (``trishield.Trace``: sections that did not run
+    are absent)."""
+
     answer: str | None
     refused: bool
     reason: str
     citations: list[str]
-    trace: dict[str, Any]
+    trace: Trace
 
 
 class PanelInfo(BaseModel):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trishield.answers import contains_answer
+from trishield.defenses.answerers import single_vote
 from trishield.errors import InputError
 from trishield.eval.baselines.base import check_fraction, check_reader
 from trishield.llm.base import Reader, ReaderAnswer
@@ -41,7 +42,6 @@ from trishield.llm.reader import LLMReader, cite, parse_reply
 from trishield.rings.consensus import Vote
 from trishield.stages import ContextPassage, Outcome, Run
 from trishield.text import STOPWORDS, stem, words
-from trishield.trace import VoteRow
 
 NAME = "robustrag-keyword"
 DEFAULT_ALPHA = 0.3
@@ -194,10 +194,7 @@ class RobustRAGKeyword:
         hints = ", ".join(aggregate.kept)
         details["hints"] = hints
         reply = self._final(question, hints)
-        run.paid("keyword answer", self.reader, reply)
-        vote = VoteRow.model_validate(Vote.of(self.reader, reply).as_dict())
-        run.trace.reader = vote
-        if vote.refused:
+        if single_vote(run, "keyword answer", self.reader, reply).refused:
             return Outcome.refusal(f"{self.reader.name} declined to answer from the "
                                    "aggregated keywords")
         cited = sorted({p.doc_id for p in context if contains_answer(p.text, reply.text)})
