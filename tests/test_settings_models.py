@@ -25,12 +25,6 @@ def test_the_literals_are_the_one_list_of_backends_and_gates() -> None:
     assert get_args(GateMode) == GATE_MODES
 
 
-def test_pipeline_config_is_the_same_class_from_either_module() -> None:
-    from trishield.pipeline import PipelineConfig as FromPipeline
-
-    assert FromPipeline is PipelineConfig
-
-
 @pytest.mark.parametrize(("build", "field"), [
     (lambda: GuardConfig(theta=2.0), "theta"),
     (lambda: GuardConfig(w_pat=-0.1), "w_pat"),
