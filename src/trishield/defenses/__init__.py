@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trishield.defenses.retrievers import KBRetriever
 from trishield.errors import InputError
 from trishield.kb import KnowledgeBase
 from trishield.llm.base import Reader
@@ -43,8 +44,6 @@ DEFENSES: Registry[DefenseBuilder] = Registry(
 
 def as_retriever(source: KnowledgeBase | Retriever, backend: str) -> Retriever:
     """A knowledge base searched with ``backend``, or a retriever used as it is."""
-    from trishield.defenses.retrievers import KBRetriever
-
     return KBRetriever(source, backend) if isinstance(source, KnowledgeBase) else source
 
 

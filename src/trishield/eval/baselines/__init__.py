@@ -20,6 +20,7 @@ robustrag-keyword      retrieve k -> RobustRAGKeyword (isolated answers, keyword
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from trishield.defenses import DEFENSES, DefenseSpec, build_defense
@@ -50,6 +51,7 @@ from trishield.eval.baselines.robustrag import RobustRAGKeyword, aggregate_keywo
 from trishield.kb import KnowledgeBase
 from trishield.llm.base import Reader
 from trishield.pipeline import Pipeline
+from trishield.rings.retrieval_scorer import ScorerConfig
 from trishield.settings import PipelineConfig
 from trishield.stages import Retriever
 
@@ -173,9 +175,7 @@ def build_baseline(name: str, kb: KnowledgeBase | Retriever, reader: Reader, *,
     return build_defense(name, kb, [reader], config=settings, options=config)
 
 
-def _scorer_with_context(k: int):
-    from dataclasses import replace
-
+def _scorer_with_context(k: int) -> ScorerConfig:
     scorer = PipelineConfig().scorer
     return replace(scorer, context=k, pool=max(scorer.pool, k))
 
