@@ -15,14 +15,8 @@ from dataclasses import dataclass
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.rings.config_types import CONFIG, Unit
+from trishield.rings.questions import questions
 from trishield.text import words
-
-WH_WORDS = frozenset({"who", "whom", "whose", "what", "when", "where", "which", "why", "how"})
-QUESTION_OPENERS = frozenset({
-    "who", "whom", "whose", "what", "when", "where", "which", "why", "how", "is", "are", "was",
-    "were", "does", "do", "did", "can", "could", "will", "would", "should", "has", "have", "had",
-    "name", "list",
-})
 
 AUTHORITY_PHRASES = (
     "verified records", "multiple independent sources", "officially confirmed",
@@ -42,7 +36,6 @@ INJECTION_PHRASES = (
     "supersedes all previous", "this message is from the administrator",
 )
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
 SHORT_DOCUMENT_WORDS = 80
@@ -74,20 +67,6 @@ class PatternWeights:
 
 def _normalised(text: str) -> str:
     return " ".join(words(text))
-
-
-def _question_sentences(text: str) -> list[tuple[int, str]]:
-    found = []
-    for number, match in enumerate(_SENTENCE.finditer(text)):
-        sentence = match.group().strip()
-        tokens = words(sentence)
-        if len(tokens) < 3 or len(tokens) > 30:
-            continue
-        # Auxiliary openers ("Do", "Is") start titles and statements too ("Do Lafzon Ki
-        # Kahani is a series"): they count only with a question mark; wh-words count alone.
-        if (sentence.endswith("?") and tokens[0] in QUESTION_OPENERS) or tokens[0] in WH_WORDS:
-            found.append((number, sentence))
-    return found
 
 
 def _decodes_to_text(blob: bytes) -> str | None:
@@ -129,13 +108,14 @@ def detect_patterns(text: str, *, query: str | None = None,
     hits: list[PatternHit] = []
     normalised = _normalised(text)
     short = len(normalised.split()) <= SHORT_DOCUMENT_WORDS
-    questions = _question_sentences(text)
-    if questions:
-        number, sentence = questions[0]
-        if number == 0 and short:
-            hits.append(PatternHit("question_opening", weights.question_opening, sentence[:120]))
+    found = questions(text)
+    if found:
+        first = found[0]
+        sentence = text[first.start:first.end][:120]
+        if first.number == 0 and short:
+            hits.append(PatternHit("question_opening", weights.question_opening, sentence))
         else:
-            hits.append(PatternHit("question_inside", weights.question_inside, sentence[:120]))
+            hits.append(PatternHit("question_inside", weights.question_inside, sentence))
     if query:
         wanted = _normalised(query)
         if len(wanted.split()) >= 3 and f" {wanted} " in f" {normalised} ":
