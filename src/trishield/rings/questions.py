@@ -10,7 +10,10 @@ tells them apart is English word order. Sentences are :func:`trishield.text.sent
 so a wrapped line that starts "which are followed by ..." is not a sentence of its own), also
 cut after every question mark. A sentence of 3-30 words is a question when:
 
-1. it ends with ``?``; or
+1. it ends with ``?`` (followed by the end of the text or a new sentence) and one of its first
+   three words is an interrogative or an auxiliary ("Can opened software be refunded?", "So
+   what did they decide?"). Not every ``?`` ends a question: titles ("Boy or Girl?", "Man's
+   Favorite Sport?") and uncertain dates ("Elizabeth Price (1698? - 1750)") have them; or
 2. it opens with an interrogative (optionally after a preposition: "in which year did ...")
    in a position only a question puts it:
    - ``when``/``where``/``why`` directly followed by an auxiliary or modal (subject-auxiliary
@@ -70,8 +73,8 @@ QUOTES = ("\"", "'", "`", "\u201c", "\u2018", "\u00ab")
 @dataclass(frozen=True)
 class Question:
     """A question sentence: its number in the text, its span, and the span of its cue, the
-    words that make it a question (the interrogative up to the auxiliary; for a question by its
-    mark alone, the first two words)."""
+    words that make it a question (from its first word to the interrogative or auxiliary that
+    decided it)."""
 
     number: int
     start: int
@@ -117,36 +120,48 @@ def _interrogative_cue(tokens: list[str], has_comma: bool) -> int:
     return 0
 
 
-def _sentences(text: str) -> list[tuple[int, int, bool]]:
+def _sentences(text: str) -> list[tuple[int, int, bool, bool]]:
     """:func:`sentence_spans`, also cut after a question mark whatever follows it, so that a
     title ending in one ("Who dat? is an English idiom") stays a short sentence of its own.
-    The flag marks the rest of such a cut sentence ("is an English idiom"): a continuation,
-    whose first words are not where a question's word order would show."""
+    Two flags: *continued*, the rest of such a cut sentence ("is an English idiom"), whose
+    first words are not where a question's word order would show; *last*, the last piece of a
+    sentence, whose question mark (if it has one) ends the sentence."""
     spans = []
     for start, end in sentence_spans(text):
         continued = False
         for match in _AFTER_QUESTION_MARK.finditer(text, start, end):
-            spans.append((start, match.start(), continued))
+            spans.append((start, match.start(), continued, False))
             start, continued = match.end(), True
-        spans.append((start, end, continued))
+        spans.append((start, end, continued, True))
     return spans
+
+
+def _marked_cue(tokens: list[str]) -> int:
+    """For a sentence ending in ``?``: how many leading tokens up to an interrogative or an
+    auxiliary among its first three words (0: none, a title such as "Boy or Girl?")."""
+    for index, token in enumerate(tokens[:3]):
+        if token in INTERROGATIVES or token in AUXILIARIES or token.partition("'")[0] in (
+                INTERROGATIVES):
+            return index + 1
+    return 0
 
 
 def questions(text: str) -> list[Question]:
     """The question sentences of ``text``, in order (see the module for the rules)."""
     found = []
-    for number, (start, end, continued) in enumerate(_sentences(text)):
+    for number, (start, end, continued, last) in enumerate(_sentences(text)):
         sentence = text[start:end]
         spans = word_spans(sentence)
         if not MIN_WORDS <= len(spans) <= MAX_WORDS:
             continue
+        tokens = [word for word, _, _ in spans]
         cue_words = 0
         if not (continued or sentence.startswith(QUOTES)):
-            cue_words = _interrogative_cue([word for word, _, _ in spans], "," in sentence)
+            cue_words = _interrogative_cue(tokens, "," in sentence)
+        if not cue_words and last and sentence.endswith("?"):
+            cue_words = _marked_cue(tokens)
         if not cue_words:
-            if not sentence.endswith("?"):
-                continue
-            cue_words = 2  # a question by its mark: its first words are what a reader sees
+            continue
         cue = (start + spans[0][1], start + spans[cue_words - 1][2])
         found.append(Question(number, start, end, *cue))
     return found
