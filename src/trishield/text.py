@@ -23,9 +23,29 @@ def words(text: str) -> list[str]:
     return [token.lower() for token in _TOKEN.findall(text)]
 
 
+def word_spans(text: str) -> list[tuple[str, int, int]]:
+    """:func:`words` with where each word is: ``(lower-cased word, start, end)``."""
+    return [(m.group().lower(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of :func:`sentences`, surrounding whitespace
+    excluded."""
+    spans = []
+    start = 0
+    for end, after in [(m.start(), m.end()) for m in _SENTENCE_END.finditer(text)] + [
+            (len(text), len(text))]:
+        part = text[start:end]
+        if part.strip():
+            lead = len(part) - len(part.lstrip())
+            spans.append((start + lead, start + len(part.rstrip())))
+        start = after
+    return spans
+
+
 def sentences(text: str) -> list[str]:
     """Split a passage into sentences (a heuristic: punctuation then a capital or digit)."""
-    return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
+    return [text[start:end] for start, end in sentence_spans(text)]
 
 
 def content_words(text: str) -> list[str]:

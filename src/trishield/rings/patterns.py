@@ -1,8 +1,11 @@
 """Ring 1's pattern signals: text shapes that poisons and injections have and evidence lacks.
 
-Each detector returns the evidence it found (a short quote), so the trace can say *why* a
-document scored, not only how much. Weights combine the detectors by noisy-OR: several weak
-signals add up, one strong signal is enough, and the score stays in [0, 1].
+Each detector returns the evidence it found (a short quote of the text as written), so the
+trace can say *why* a document scored, not only how much. Weights combine the detectors by
+noisy-OR: several weak signals add up, one strong signal is enough, and the score stays in
+[0, 1]. Every detector reads the normalised text (:mod:`trishield.rings.normalise`), and the
+query is normalised the same way, so invisible and look-alike characters hide nothing; the
+``obfuscated_text`` detector (:mod:`trishield.rings.obfuscation`) scores their presence.
 """
 
 from __future__ import annotations
@@ -15,14 +18,10 @@ from dataclasses import dataclass
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.rings.config_types import CONFIG, Unit
-from trishield.text import words
-
-WH_WORDS = frozenset({"who", "whom", "whose", "what", "when", "where", "which", "why", "how"})
-QUESTION_OPENERS = frozenset({
-    "who", "whom", "whose", "what", "when", "where", "which", "why", "how", "is", "are", "was",
-    "were", "does", "do", "did", "can", "could", "will", "would", "should", "has", "have", "had",
-    "name", "list",
-})
+from trishield.rings.normalise import Normalised, lowered, normalise, visible
+from trishield.rings.obfuscation import disguises, obfuscated_words
+from trishield.rings.questions import questions
+from trishield.text import word_spans, words
 
 AUTHORITY_PHRASES = (
     "verified records", "multiple independent sources", "officially confirmed",
@@ -42,7 +41,6 @@ INJECTION_PHRASES = (
     "supersedes all previous", "this message is from the administrator",
 )
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
 SHORT_DOCUMENT_WORDS = 80
@@ -70,24 +68,10 @@ class PatternWeights:
     authority: Unit = 0.5
     injection: Unit = 0.9
     encoded_payload: Unit = 0.7
-
-
-def _normalised(text: str) -> str:
-    return " ".join(words(text))
-
-
-def _question_sentences(text: str) -> list[tuple[int, str]]:
-    found = []
-    for number, match in enumerate(_SENTENCE.finditer(text)):
-        sentence = match.group().strip()
-        tokens = words(sentence)
-        if len(tokens) < 3 or len(tokens) > 30:
-            continue
-        # Auxiliary openers ("Do", "Is") start titles and statements too ("Do Lafzon Ki
-        # Kahani is a series"): they count only with a question mark; wh-words count alone.
-        if (sentence.endswith("?") and tokens[0] in QUESTION_OPENERS) or tokens[0] in WH_WORDS:
-            found.append((number, sentence))
-    return found
+    obfuscated_text: Unit = 0.3
+    """Alone it flags (``0.6 * 0.3 = 0.18``: over ``flag_theta``, under ``theta``); with any
+    other detector it blocks. Scraped text has stray invisible characters; hiding a trigger
+    with them is what a poison does."""
 
 
 def _decodes_to_text(blob: bytes) -> str | None:
@@ -122,34 +106,69 @@ def encoded_payloads(text: str) -> list[str]:
     return payloads
 
 
+def _quoted_query(text: Normalised, query: str) -> tuple[int, int] | None:
+    """Where the (normalised) query's words appear consecutively in ``text``, if they do."""
+    wanted = words(normalise(query).text)
+    if len(wanted) < 3:
+        return None
+    spans = word_spans(text.text)
+    tokens = [word for word, _, _ in spans]
+    for index in range(len(tokens) - len(wanted) + 1):
+        if tokens[index:index + len(wanted)] == wanted:
+            return spans[index][1], spans[index + len(wanted) - 1][2]
+    return None
+
+
 def detect_patterns(text: str, *, query: str | None = None,
                     weights: PatternWeights | None = None) -> list[PatternHit]:
-    """Every pattern detector that fires on ``text`` (and on ``query``, when known)."""
+    """Every pattern detector that fires on ``text`` (and on ``query``, when known).
+
+    Detectors read ``text`` normalised; evidence quotes the text as written (invisible
+    characters shown as ``\\u200b`` escapes).
+    """
     weights = weights or PatternWeights()
     hits: list[PatternHit] = []
-    normalised = _normalised(text)
-    short = len(normalised.split()) <= SHORT_DOCUMENT_WORDS
-    questions = _question_sentences(text)
-    if questions:
-        number, sentence = questions[0]
-        if number == 0 and short:
-            hits.append(PatternHit("question_opening", weights.question_opening, sentence[:120]))
+    plain = normalise(text)
+    folded = lowered(plain)
+    triggers: list[str] = []  # the words, as written, that made a detector fire
+    short = len(words(plain.text)) <= SHORT_DOCUMENT_WORDS
+    found = questions(plain.text)
+    if found:
+        first = found[0]
+        quote = visible(plain.original_span(first.start, first.end))[:120]
+        triggers.append(plain.original_span(first.cue_start, first.cue_end))
+        if first.number == 0 and short:
+            hits.append(PatternHit("question_opening", weights.question_opening, quote))
         else:
-            hits.append(PatternHit("question_inside", weights.question_inside, sentence[:120]))
-    if query:
-        wanted = _normalised(query)
-        if len(wanted.split()) >= 3 and f" {wanted} " in f" {normalised} ":
-            hits.append(PatternHit("query_verbatim", weights.query_verbatim, query[:120]))
-    lowered = " ".join(text.lower().split())
-    payloads = encoded_payloads(text)
-    decoded_lowered = " ".join(" ".join(payloads).lower().split())
+            hits.append(PatternHit("question_inside", weights.question_inside, quote))
+    quoted = _quoted_query(plain, query) if query else None
+    if quoted:
+        span = plain.original_span(*quoted)
+        triggers.append(span)
+        hits.append(PatternHit("query_verbatim", weights.query_verbatim, visible(span)[:120]))
+    payloads = encoded_payloads(plain.text)
+    decoded = lowered(normalise(" ".join(payloads))).text
     for name, phrases, weight in (("authority", AUTHORITY_PHRASES, weights.authority),
                                   ("injection", INJECTION_PHRASES, weights.injection)):
-        matched = [p for p in phrases if p in lowered or p in decoded_lowered]
+        matched = []
+        for phrase in phrases:
+            at = folded.text.find(phrase)
+            if at >= 0:
+                span = folded.original_span(at, at + len(phrase))
+                triggers.append(span)
+                matched.append(visible(" ".join(span.split())))
+            elif phrase in decoded:
+                matched.append(phrase)
         if matched:
             hits.append(PatternHit(name, weight, ", ".join(matched[:4])))
     if payloads:
         hits.append(PatternHit("encoded_payload", weights.encoded_payload, payloads[0][:120]))
+    obfuscations = [o for o in map(disguises, triggers) if o]
+    obfuscations += [o for o in obfuscated_words(text)
+                     if not any(o.word in seen.word for seen in obfuscations)]
+    if obfuscations:
+        evidence = "; ".join(dict.fromkeys(o.evidence for o in obfuscations[:3]))
+        hits.append(PatternHit("obfuscated_text", weights.obfuscated_text, evidence[:240]))
     return hits
 
 
