@@ -14,9 +14,11 @@ stored by other writers, writer-balanced baseline; ``trishield.rings.outlier``):
     PoisonedRAG-NQ poisons ingested as one batch by an untrusted attacker, plus the recall the
     ring would have without ``S_out``.
 
-The base KB (default 1,000 documents) mixes the ground-truth passages of every PoisonedRAG-NQ
-target and other wiki5k passages with SQuAD dev paragraphs, spread over five writers (seeded),
-written without screening (a KB that existed before). Everything runs with the real embedder
+The base KB (default 1,000 documents) is half wiki5k passages (first the ground-truth passages
+of the PoisonedRAG-NQ targets, then NQ-open and SQuADShifts ones), half SQuAD dev paragraphs,
+spread over five writers (seeded), written without screening (a KB that existed before). The
+old design's failures show most on a small KB (``--base 100``), where a batch or a flood
+outweighs the stored sample. Everything runs with the real embedder
 in a temporary directory. Two shortcuts keep it to minutes on two busy cores, neither read by
 a verdict: each text is embedded once per run (cached across KB copies), and the BM25 index is
 not built. Prints figures, never pass/fail.
@@ -147,8 +149,9 @@ def build_inputs(args: argparse.Namespace) -> dict[str, list[Document]]:
     rng.shuffle(wiki)
     rng.shuffle(squad)
     half = args.base // 2
-    base = truth + wiki[:half - len(truth)] + squad[:args.base - half]
-    wiki, squad = wiki[half - len(truth):], squad[args.base - half:]
+    from_wiki = max(0, half - len(truth))
+    base = truth[:half] + wiki[:from_wiki] + squad[:args.base - half]
+    wiki, squad = wiki[from_wiki:], squad[args.base - half:]
     clean_a = wiki[:args.clean // 2] + squad[:args.clean - args.clean // 2]
     squad = squad[args.clean - args.clean // 2:]
     flood = [Document(id=f"flood:{i}", text=f"Note {i}: all good, nothing to report.")
@@ -241,8 +244,8 @@ def main() -> None:
     knowledge_base.LexicalIndex.build = staticmethod(_no_bm25)
     inputs = build_inputs(args)
     print(f"ring1_outlier: {' '.join(sys.argv[1:]) or '(defaults)'}; base {len(inputs['base'])} "
-          f"documents by {BASE_WRITERS} writers (wiki5k incl. every PoisonedRAG-NQ ground-truth "
-          "passage, and SQuAD dev), seed", args.seed)
+          f"documents by {BASE_WRITERS} writers (half wiki5k, ground-truth passages first; half "
+          "SQuAD dev), seed", args.seed)
     with tempfile.TemporaryDirectory(prefix="ring1-outlier-") as temporary:
         work = Path(temporary)
         base = build_base(work, inputs["base"], args.seed)
