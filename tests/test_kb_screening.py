@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from trishield.kb import Document, KnowledgeBase, Screener
+from trishield.kb.screening import Neighbourhood
 from trishield.rings.ingest_guard import IngestGuard
 
 POISON = Document(id="poison-refund", text=(
@@ -35,8 +36,9 @@ class _BlockByName:
         self.seen: list[tuple[list[str], list[str], tuple[int, ...], int]] = []
 
     def screen(self, ids: Sequence[str], texts: Sequence[str], *, tiers: Sequence[str],
-               embeddings: np.ndarray, neighbourhood: np.ndarray) -> list[_Verdict]:
-        self.seen.append((list(ids), list(tiers), embeddings.shape, len(neighbourhood)))
+               embeddings: np.ndarray, neighbourhood: Neighbourhood) -> list[_Verdict]:
+        self.seen.append((list(ids), list(tiers), embeddings.shape,
+                          neighbourhood.document_count()))
         return [_Verdict(i, i in self.names) for i in ids]
 
 

@@ -64,6 +64,31 @@ class DenseIndex:
                                         min(depth, len(self)))
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
+    def search_many(self, vectors: np.ndarray, depth: int, *,
+                    excluding: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``depth`` best ``(scores, ids)`` of each row of ``vectors``, best first, never
+        one of the ids in ``excluding``; a row that finds fewer is padded with id -1 and a NaN
+        score. The exclusion is a FAISS selector applied during the search (no over-fetching,
+        however many ids it names); with HNSW a large exclusion can cost recall."""
+        queries = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.dimension)
+        if len(self) == 0 or depth < 1 or len(queries) == 0:
+            return (np.full((len(queries), max(depth, 0)), np.nan, dtype=np.float32),
+                    np.full((len(queries), max(depth, 0)), -1, dtype=np.int64))
+        selector = None
+        if excluding is not None and len(excluding):
+            batch = faiss.IDSelectorBatch(np.ascontiguousarray(excluding, dtype=np.int64))
+            selector = faiss.IDSelectorNot(batch)
+        if self.kind == "hnsw":
+            params = faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, depth))
+        else:
+            params = faiss.SearchParameters()
+        if selector is not None:
+            params.sel = selector
+        scores, ids = self.index.search(queries, depth, params=params)
+        scores = scores.astype(np.float32)
+        scores[ids < 0] = np.nan
+        return scores, ids.astype(np.int64)
+
     def save(self, path: Path) -> None:
         _atomic_write(path, lambda temporary: faiss.write_index(self.index, str(temporary)))
 

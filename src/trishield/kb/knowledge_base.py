@@ -31,6 +31,7 @@ from trishield.errors import ConflictError, InputError, KnowledgeBaseError, NotF
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
+from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
 from trishield.kb.store import SCHEMA_VERSION, Store
@@ -246,7 +247,7 @@ class KnowledgeBase:
             embeddings = self.embedder.encode(texts, progress=progress)
             embed_seconds = time.perf_counter() - embed_started
             verdicts = self._screen(guard, new, chunks, embeddings,
-                                    [d.tier or tier for d in new]) if guard else []
+                                    [d.tier or tier for d in new], writer) if guard else []
             blocked = {v.subject for v in verdicts if v.blocked}
             keep = [i for i, d in enumerate(new) if d.id not in blocked]
             offsets = np.cumsum([0, *map(len, chunks)])
@@ -271,21 +272,20 @@ class KnowledgeBase:
 
     def _screen(self, guard: Screener, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
-                tiers: Sequence[str]) -> Sequence[ScreeningVerdict]:
-        """Ring 1 at ingest: each document alone, plus its distance from the KB's neighbourhood
-        (the existing KB, or the batch itself while the KB is still small)."""
+                tiers: Sequence[str], writer: str) -> Sequence[ScreeningVerdict]:
+        """Ring 1 at ingest: each document alone, plus its distance from what the KB already
+        stores from *other* writers (never the batch itself, never the writer's own earlier
+        documents), so a verdict does not depend on how the batch was cut."""
         vectors, start = [], 0
         for per_document in chunks:
             mean = embeddings[start:start + len(per_document)].mean(axis=0)
             vectors.append(mean / (np.linalg.norm(mean) or 1.0))
             start += len(per_document)
-        document_vectors = np.asarray(vectors, dtype=np.float32)
-        reference = self.embedding_sample()
-        if len(reference) < OUTLIER_REFERENCE_SIZE:
-            reference = np.concatenate([reference, document_vectors])
+        _, dense, _ = self._refresh_indexes(persist=False)
+        neighbourhood = StoredNeighbourhood(self.store, dense, self.dimension, writer)
         return guard.screen([d.id for d in documents], [d.text for d in documents],
-                            tiers=list(tiers), embeddings=document_vectors,
-                            neighbourhood=reference)
+                            tiers=list(tiers), embeddings=np.asarray(vectors, dtype=np.float32),
+                            neighbourhood=neighbourhood)
 
     def release(self, doc_id: str, *, by: str, progress: bool = False) -> IngestReport:
         """Move a quarantined document into the KB (an admin decision, audited)."""
@@ -513,8 +513,9 @@ class KnowledgeBase:
                 for doc_id, (text, blobs) in grouped.items()]
 
     def embedding_sample(self, limit: int = OUTLIER_REFERENCE_SIZE, seed: int = 0) -> np.ndarray:
-        """Up to ``limit`` stored chunk embeddings (a seeded sample when there are more): the
-        neighbourhood that a screener measures a new document's distance from."""
+        """Up to ``limit`` stored chunk embeddings (a seeded sample when there are more), for
+        higher layers that screen stored documents as a whole; ingest screening measures a
+        new document against other writers' documents instead (:mod:`kb.neighbourhood`)."""
         return self.store.sample_embeddings(self.dimension, limit, seed)
 
     def embeddings_for(self, candidates: Sequence[Candidate]) -> dict[int, np.ndarray]:

@@ -9,6 +9,7 @@ implements it: kb/ never imports rings/, and a higher layer chooses which screen
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -33,16 +34,61 @@ class ScreeningVerdict(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ReferenceSample:
+    """Stored documents a screener may calibrate on: one unit vector per document (the
+    normalised mean of its chunks) and the writer of each, drawn across writers with a cap
+    per writer, so that no single writer, however much it writes, dominates the sample."""
+
+    vectors: np.ndarray
+    writers: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.writers)
+
+
+class Neighbourhood(Protocol):
+    """What a batch may be compared with: the documents the KB stored *before* the batch, by
+    writers other than the batch's writer.
+
+    The batch is not stored yet, so no document is its own or a batch mate's neighbour; and
+    the writer's earlier documents are left out too, so a writer cannot make its own
+    documents look ordinary by writing many of them, and the same documents get the same
+    neighbours whether they arrive as one batch or one at a time.
+    """
+
+    @property
+    def writer(self) -> str:
+        """The writer of the batch being screened (whose documents are never neighbours)."""
+        ...
+
+    def document_count(self, *, also_excluding: str | None = None) -> int:
+        """Stored documents by writers other than :attr:`writer` (and ``also_excluding``)."""
+        ...
+
+    def nearest(self, vectors: np.ndarray, k: int, *,
+                also_excluding: str | None = None) -> np.ndarray:
+        """Cosine similarities of each row of ``vectors`` to its ``k`` nearest stored chunks
+        by writers other than :attr:`writer` (and ``also_excluding``), best first; an
+        ``(n, k)`` array, NaN where fewer than ``k`` were found."""
+        ...
+
+    def reference(self) -> ReferenceSample:
+        """A deterministic sample of stored documents by writers other than :attr:`writer`,
+        capped per writer."""
+        ...
+
+
 @runtime_checkable
 class Screener(Protocol):
     """Judges a batch of new documents before they are committed.
 
     ``embeddings`` holds one unit vector per document (the normalised mean of its chunks);
-    ``neighbourhood`` holds unit vectors of what the KB already stores (a sample, plus the
-    batch itself while the KB is still small), so a screener can tell an outlier. Returns one
-    verdict per document, in order.
+    ``neighbourhood`` is what the KB already stores from other writers, so a screener can tell
+    an outlier without the batch (or its writer) being its own yardstick. Returns one verdict
+    per document, in order.
     """
 
     def screen(self, ids: Sequence[str], texts: Sequence[str], *, tiers: Sequence[str],
                embeddings: np.ndarray,
-               neighbourhood: np.ndarray) -> Sequence[ScreeningVerdict]: ...
+               neighbourhood: Neighbourhood) -> Sequence[ScreeningVerdict]: ...

@@ -143,6 +143,51 @@ class Store:
         flat = np.frombuffer(b"".join(vectors), dtype=np.float32)
         return flat.reshape(len(vectors), dimension)
 
+    def documents_per_writer(self) -> dict[str, int]:
+        """``writer -> number of stored documents`` (quarantined and deleted ones not counted)."""
+        return dict(self.connection.execute(
+            "SELECT writer, COUNT(*) FROM documents GROUP BY writer ORDER BY writer"))
+
+    def document_pks_by_writer(self, *, excluding: str) -> dict[str, list[int]]:
+        """``writer -> row ids of its stored documents`` (oldest first), for every writer but
+        ``excluding``."""
+        grouped: dict[str, list[int]] = {}
+        for pk, writer in self.connection.execute(
+                "SELECT pk, writer FROM documents WHERE writer != ? ORDER BY pk", (excluding,)):
+            grouped.setdefault(writer, []).append(pk)
+        return grouped
+
+    def chunk_pks_of(self, writers: Iterable[str]) -> np.ndarray:
+        """Row ids of every stored chunk whose document one of ``writers`` wrote."""
+        names = sorted(set(writers))
+        if not names:
+            return np.zeros(0, dtype=np.int64)
+        marks = ",".join("?" * len(names))
+        rows = self.connection.execute(
+            "SELECT c.pk FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
+            f"WHERE d.writer IN ({marks}) ORDER BY c.pk", names)
+        return np.array([pk for (pk,) in rows], dtype=np.int64)
+
+    def document_vectors(self, doc_pks: Sequence[int], dimension: int) -> np.ndarray:
+        """One unit vector per document, in the order given: the normalised mean of its chunk
+        embeddings (how a document is embedded as a whole when it is screened)."""
+        grouped: dict[int, list[bytes]] = {}
+        for start in range(0, len(doc_pks), 500):
+            part = list(doc_pks[start:start + 500])
+            marks = ",".join("?" * len(part))
+            for doc_pk, blob in self.connection.execute(
+                    f"SELECT doc_pk, embedding FROM chunks WHERE doc_pk IN ({marks}) "
+                    "ORDER BY doc_pk, chunk_index", part):
+                grouped.setdefault(doc_pk, []).append(blob)
+        vectors = np.zeros((len(doc_pks), dimension), dtype=np.float32)
+        for row, doc_pk in enumerate(doc_pks):
+            blobs = grouped.get(doc_pk, [])
+            if blobs:
+                mean = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
+                    len(blobs), dimension).mean(axis=0)
+                vectors[row] = mean / (np.linalg.norm(mean) or 1.0)
+        return vectors
+
     def embeddings_of(self, pks: Sequence[int], dimension: int) -> dict[int, np.ndarray]:
         found: dict[int, np.ndarray] = {}
         for start in range(0, len(pks), 500):

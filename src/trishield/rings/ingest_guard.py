@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic.dataclasses import dataclass as config_dataclass
 
+from trishield.kb.screening import Neighbourhood
 from trishield.rings.config_types import CONFIG, Unit
+from trishield.rings.outlier import outlier_scores as outlier_scores  # re-exported
+from trishield.rings.outlier import stored_outlier_scores
 from trishield.rings.patterns import PatternHit, PatternWeights, detect_patterns, pattern_score
 from trishield.text import words
 
@@ -24,10 +27,6 @@ HEAPS_K = 1.734
 HEAPS_EXPONENT = -0.205
 """Clean-text vocabulary growth ``|V|/n = K * n^exponent``, fitted on the HotpotQA training
 corpus (994 passages; not part of any evaluation KB): see ``trishield.eval.calibration``."""
-
-OUTLIER_NEIGHBOURS = 10
-MIN_NEIGHBOURHOOD = 20
-MAD_TO_SIGMA = 1.4826
 
 
 @config_dataclass(frozen=True, config=CONFIG)
@@ -60,33 +59,6 @@ def perplexity_score(text: str) -> dict[str, float]:
     expected_rep = max(0.0, 1.0 - min(1.0, HEAPS_K * count ** HEAPS_EXPONENT))
     s_perp_len = min(1.0, max(0.0, s_perp - 0.6 * expected_rep))
     return {"s_perp": s_perp, "s_perp_len": s_perp_len, "rep": rep, "top": top, "words": count}
-
-
-def outlier_scores(vectors: np.ndarray, reference: np.ndarray,
-                   neighbours: int = OUTLIER_NEIGHBOURS) -> np.ndarray | None:
-    """``S_out`` for each row of ``vectors`` against a ``reference`` neighbourhood.
-
-    Each vector's statistic is its mean cosine similarity to its ``neighbours`` nearest
-    reference vectors (itself excluded); the reference's own statistics give the median and MAD;
-    the robust z-score of a low similarity is squashed to [0, 1] with ``tanh(z / 3)``.
-    Returns ``None`` when the neighbourhood is too small to say anything.
-    """
-    if len(reference) < MIN_NEIGHBOURHOOD or len(vectors) == 0:
-        return None
-    depth = min(neighbours, len(reference) - 1)
-
-    def statistic(rows: np.ndarray) -> np.ndarray:
-        similarity = rows @ reference.T
-        similarity[similarity > 0.9999] = -np.inf  # a vector is not its own neighbour
-        top = -np.sort(-similarity, axis=1)[:, :depth]
-        top[~np.isfinite(top)] = 0.0
-        return top.mean(axis=1)
-
-    reference_stat = statistic(reference)
-    median = float(np.median(reference_stat))
-    mad = float(np.median(np.abs(reference_stat - median))) * MAD_TO_SIGMA or 1e-6
-    z = (median - statistic(vectors)) / mad
-    return np.tanh(np.clip(z, 0.0, None) / 3.0)
 
 
 @dataclass(frozen=True)
@@ -131,7 +103,9 @@ class IngestGuard:
         self.config = config or GuardConfig()
 
     def judge(self, subject: str, text: str, *, s_out: float | None = None,
-              query: str | None = None, tier: str = "neutral") -> GuardVerdict:
+              query: str | None = None, tier: str = "neutral",
+              notes: Sequence[str] = ()) -> GuardVerdict:
+        """One verdict; ``notes`` are extra reasons (why a signal could not be measured)."""
         config = self.config
         perplexity = perplexity_score(text)
         hits = tuple(detect_patterns(text, query=query, weights=config.patterns))
@@ -146,6 +120,7 @@ class IngestGuard:
         if perplexity["s_perp_len"] >= 0.1:
             reasons.append(f"repetitive for its length (S_perp={perplexity['s_perp']:.2f}, "
                            f"excess {perplexity['s_perp_len']:.2f})")
+        reasons += notes
         if over:
             verdict = "over threshold but trusted writer: kept" if exempt else "blocked"
             reasons.insert(0, f"C={combined:.3f} >= theta={config.theta} ({verdict})")
@@ -156,15 +131,19 @@ class IngestGuard:
 
     def judge_many(self, subjects: Sequence[str], texts: Sequence[str],
                    outliers: Sequence[float | None], *, query: str | None = None,
-                   tiers: Sequence[str] | None = None) -> list[GuardVerdict]:
+                   tiers: Sequence[str] | None = None,
+                   notes: Sequence[str] = ()) -> list[GuardVerdict]:
         tiers = tiers or ["neutral"] * len(texts)
-        return [self.judge(s, t, s_out=o, query=query, tier=tier)
+        return [self.judge(s, t, s_out=o, query=query, tier=tier, notes=notes)
                 for s, t, o, tier in zip(subjects, texts, outliers, tiers, strict=True)]
 
     def screen(self, ids: Sequence[str], texts: Sequence[str], *, tiers: Sequence[str],
-               embeddings: np.ndarray, neighbourhood: np.ndarray) -> list[GuardVerdict]:
+               embeddings: np.ndarray, neighbourhood: Neighbourhood) -> list[GuardVerdict]:
         """Ring 1 at ingest (the KB's ``Screener``): each document alone, plus ``S_out``, its
-        distance from the KB's ``neighbourhood``."""
-        outliers = outlier_scores(embeddings, neighbourhood)
-        scores = [None] * len(ids) if outliers is None else [float(o) for o in outliers]
-        return self.judge_many(list(ids), list(texts), scores, tiers=list(tiers))
+        distance from what the KB stores from other writers (``stored_outlier_scores``); where
+        the KB cannot say yet, ``S_out`` is None and the reasons say why."""
+        outliers = stored_outlier_scores(embeddings, neighbourhood)
+        scores = ([None] * len(ids) if outliers.scores is None
+                  else [float(o) for o in outliers.scores])
+        notes = () if outliers.note is None else (outliers.note,)
+        return self.judge_many(list(ids), list(texts), scores, tiers=list(tiers), notes=notes)
