@@ -13,18 +13,28 @@ export TRANSFORMERS_OFFLINE := 1
 
 # The browser tests drive Debian's chromium through chromium-driver (never a browser download).
 BROWSER_PACKAGES := chromium chromium-driver
+# Ring 1's calibration genres (src/trishield/eval/genres.py): the Debian Policy Manual and the
+# Developer's Reference (policy-legal); news and email come from gensim's wheel (see below).
+GENRE_PACKAGES := debian-policy developers-reference
+GENRE_FILES := /usr/share/doc/debian-policy/policy.txt.gz \
+	/usr/share/developers-reference/developers-reference.txt.gz
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(BROWSER_PACKAGES); }
+	@ls $(GENRE_FILES) >/dev/null 2>&1 || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(GENRE_PACKAGES); }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(VENV)/bin/python -m pip show torch >/dev/null 2>&1 || \
 		$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	$(VENV)/bin/trishield models install
+	$(VENV)/bin/python -m trishield.eval.genres --fetch >/dev/null
 	touch $(STAMP)
 
 install: $(STAMP)

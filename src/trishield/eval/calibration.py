@@ -1,27 +1,81 @@
-"""Choosing Ring 1's threshold on training data only, and measuring each signal.
+"""Choosing Ring 1's weights and threshold on training data only, across genres.
 
-Training data: the PoisonedRAG-NQ poisons of the *training half* of the 100 targets (a seeded
-split; the other half is the evaluation split that reports use) against clean Wikipedia passages
-from the HotpotQA and MuSiQue corpora, which are in no evaluation KB. ``theta`` is the lowest
-threshold whose false-positive rate on the clean passages stays at or under ``max_fpr``.
+Training data: the training half of each clean genre (:mod:`trishield.eval.genres`: Wikipedia
+passages, software documentation, policies and legal text, news, email) and the
+PoisonedRAG-NQ published poisons of the *training half* of the 100 targets
+(:func:`poisonedrag_split`; the other half is the evaluation split that reports use).
 
-Run ``python -m trishield.eval.calibration`` to reproduce the defaults in ``GuardConfig``.
+Signals are computed the way ingest computes them: the text signals (``S_perp_len``, the
+pattern detectors) from each text alone, and ``S_out`` against a simulated KB of stored
+documents by other writers (``trishield.rings.outlier.stored_outlier_scores``). The simulated
+KB holds every genre's training passages, each genre's spread over :data:`WRITERS_PER_GENRE`
+writers (a seeded draw per source document, so a writer writes whole documents), plus the
+BEIR-NQ ground-truth passages of the 100 targets among the wiki writers (so that the poisons
+meet the real passages about their topic, as in a real KB). A training passage is scored as
+if its writer were writing it now (its own writer's documents are not its neighbours); a
+held-out passage, a wiki5k passage and a poison are scored as a new writer's documents.
+
+The rule (:func:`choose`): over a grid of the combination weights (``w_perp``, ``w_pat``,
+``w_out``, summing to 1) and of the pattern weights the poisons and clean text actually fire
+(``question_opening``, ``question_inside``, ``authority``), ``theta`` is the lowest
+threshold (step 0.01) at which *every* genre's training half has a false-positive rate of at
+most ``max_fpr`` (0.5%) with ``S_out``, and above what ``obfuscated_text`` alone scores
+(alone it must flag, ``C >= flag_theta``, but not block: settings where it cannot flag are
+skipped); among all settings, the one with the highest training
+poison recall *without* ``S_out`` (a KB written by one writer gives no ``S_out``; with it,
+recall can only be higher) wins, ties broken by recall with ``S_out``, then the lower worst
+genre false-positive rate, then the setting nearest the current defaults. The detectors that
+fire on neither side (``injection``, ``encoded_payload``, ``query_verbatim``) keep their
+weights: this data says nothing about them.
+
+Then the held-out halves, the 5,000 wiki5k passages, the held-out poisons and their five
+Unicode-obfuscated rewrites (:mod:`trishield.eval.obfuscations`) are measured with the chosen
+setting and with the current defaults, side by side.
+
+    python -m trishield.eval.calibration --out DIR
+
+prints the table and writes ``DIR/calibration.json`` and an embedding cache
+(``DIR/embeddings-<model>.npz``, so a rerun embeds nothing); without ``--out`` nothing is
+written. ``--cap N`` limits each half of a genre to N passages (default 2,000; 0: all).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import itertools
 import json
 import random
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
+from trishield.eval.genres import GENRES, Genre, load_genre
+from trishield.eval.obfuscations import OBFUSCATIONS
 from trishield.kb.datasets import DATASETS, load_named
+from trishield.kb.neighbourhood import REFERENCE_PER_WRITER, REFERENCE_SIZE
+from trishield.kb.screening import ReferenceSample
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
-from trishield.rings.ingest_guard import GuardConfig, IngestGuard, outlier_scores
+from trishield.rings.ingest_guard import GuardConfig, perplexity_score
+from trishield.rings.outlier import stored_outlier_scores
+from trishield.rings.patterns import PatternWeights, detect_patterns
 
 SPLIT_SEED = 0
+WRITERS_PER_GENRE = 5
+MAX_FPR = 0.005
+DEFAULT_CAP = 2000
+DETECTORS = tuple(PatternWeights.__dataclass_fields__)
+TUNED = ("question_opening", "question_inside", "authority")
+GRID = {
+    "w_perp": (0.0, 0.1, 0.2, 0.3),
+    "w_out": (0.0, 0.1, 0.2, 0.3),
+    "question_opening": (0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+    "question_inside": (0.1, 0.15, 0.2, 0.25, 0.3, 0.4),
+    "authority": (0.3, 0.4, 0.5, 0.6, 0.7),
+}
+THETAS = np.round(np.arange(0.05, 1.0001, 0.01), 2)
 
 
 def poisonedrag_split(seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
@@ -42,49 +96,390 @@ def choose_theta(poison_c: np.ndarray, clean_c: np.ndarray, max_fpr: float) -> f
     return 1.0
 
 
-def calibrate(max_fpr: float = 0.005) -> dict[str, object]:
-    train, _ = poisonedrag_split()
-    wanted = set(train)
-    poisons = [d for d in load_named("poisonedrag-nq") if d.id.split(":")[1] in wanted]
-    clean = load_named("hotpotqa") + load_named("musique")
-    embedder = load_embedder(DEFAULT_EMBEDDING_MODEL)
-    clean_vectors = embedder.encode([d.text for d in clean])
-    poison_vectors = embedder.encode([d.text for d in poisons])
-    reference = clean_vectors
-    guard = IngestGuard(GuardConfig())  # only the scores are used, never the block decision
-    results = {}
-    for name, documents, vectors in (("poison", poisons, poison_vectors),
-                                     ("clean", clean, clean_vectors)):
-        outliers = outlier_scores(vectors, reference)
-        verdicts = guard.judge_many([d.id for d in documents], [d.text for d in documents],
-                                    [float(o) for o in outliers])
-        results[name] = verdicts
-    table = {}
-    for name, verdicts in results.items():
-        table[name] = {signal: float(np.median([getattr(v, signal) for v in verdicts]))
-                       for signal in ("s_perp", "s_perp_len", "s_pat", "s_out", "combined")}
-        table[name]["count"] = len(verdicts)
-    poison_c = np.array([v.combined for v in results["poison"]])
-    clean_c = np.array([v.combined for v in results["clean"]])
-    theta = choose_theta(poison_c, clean_c, max_fpr)
+# -- signals ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Signals:
+    """Ring 1's inputs for a set of texts: everything but the weights."""
+
+    s_perp_len: np.ndarray
+    fired: np.ndarray
+    """(n, detectors) booleans, columns in :data:`DETECTORS` order."""
+    s_out: np.ndarray
+    """0 where no ``S_out`` could be measured."""
+
+    def __len__(self) -> int:
+        return len(self.s_perp_len)
+
+    def combined(self, setting: Setting, *, with_out: bool = True) -> np.ndarray:
+        weights = np.array([setting.patterns.get(name, getattr(PatternWeights(), name))
+                            for name in DETECTORS])
+        s_pat = 1.0 - np.prod(np.where(self.fired, 1.0 - weights, 1.0), axis=1)
+        c = setting.w_perp * self.s_perp_len + setting.w_pat * s_pat
+        return c + setting.w_out * self.s_out if with_out else c
+
+
+def text_signals(texts: Sequence[str], s_out: np.ndarray | None = None) -> Signals:
+    """``S_perp_len`` and the fired detectors (no query: as at ingest)."""
+    fired = np.zeros((len(texts), len(DETECTORS)), dtype=bool)
+    for row, text in enumerate(texts):
+        for hit in detect_patterns(text):
+            fired[row, DETECTORS.index(hit.name)] = True
+    perp = np.array([perplexity_score(text)["s_perp_len"] for text in texts])
+    return Signals(perp, fired, np.zeros(len(texts)) if s_out is None else s_out)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Weights and threshold of Ring 1, as the calibration searches them."""
+
+    w_perp: float
+    w_pat: float
+    w_out: float
+    theta: float
+    patterns: dict[str, float]
+
+    @classmethod
+    def of(cls, config: GuardConfig) -> Setting:
+        return cls(config.w_perp, config.w_pat, config.w_out, config.theta,
+                   asdict(config.patterns))
+
+    def config(self) -> GuardConfig:
+        return GuardConfig(w_perp=self.w_perp, w_pat=self.w_pat, w_out=self.w_out,
+                           theta=self.theta,
+                           patterns=PatternWeights(**{**asdict(PatternWeights()),
+                                                      **self.patterns}))
+
+    def as_dict(self) -> dict[str, object]:
+        return {"w_perp": self.w_perp, "w_pat": self.w_pat, "w_out": self.w_out,
+                "theta": self.theta, "patterns": dict(self.patterns)}
+
+
+# -- a KB of stored documents, in memory -----------------------------------------------------
+
+
+class ArrayNeighbourhood:
+    """:class:`~trishield.kb.screening.Neighbourhood` over vectors in memory, built the way
+    ``trishield.kb.neighbourhood.StoredNeighbourhood`` is (same per-writer cap and sample
+    size; one vector per document, as each passage here is one chunk)."""
+
+    def __init__(self, vectors: np.ndarray, writers: Sequence[str], writer: str, *,
+                 seed: int = 0):
+        self.vectors = vectors
+        self.writers = np.asarray(writers, dtype=object)
+        self._writer = writer
+        self._seed = seed
+
+    @property
+    def writer(self) -> str:
+        return self._writer
+
+    def _mask(self, also_excluding: str | None) -> np.ndarray:
+        mask = self.writers != self._writer
+        return mask & (self.writers != also_excluding) if also_excluding else mask
+
+    def document_count(self, *, also_excluding: str | None = None) -> int:
+        return int(self._mask(also_excluding).sum())
+
+    def nearest(self, vectors: np.ndarray, k: int, *,
+                also_excluding: str | None = None) -> np.ndarray:
+        stored = self.vectors[self._mask(also_excluding)]
+        result = np.full((len(vectors), k), np.nan, dtype=np.float32)
+        depth = min(k, len(stored))
+        for start in range(0, len(vectors), 1024):
+            similarity = vectors[start:start + 1024] @ stored.T
+            top = -np.sort(-similarity, axis=1)[:, :depth]
+            result[start:start + 1024, :depth] = top
+        return result
+
+    def reference(self) -> ReferenceSample:
+        names = sorted(set(self.writers) - {self._writer})
+        if not names:
+            return ReferenceSample(np.zeros((0, self.vectors.shape[1]), np.float32), ())
+        per_writer = min(REFERENCE_PER_WRITER, max(1, REFERENCE_SIZE // len(names)))
+        rows: list[int] = []
+        writers: list[str] = []
+        for name in names:
+            indices = np.flatnonzero(self.writers == name)
+            if len(indices) > per_writer:
+                seed = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
+                rng = np.random.default_rng([self._seed, seed])
+                indices = indices[np.sort(rng.choice(len(indices), per_writer, replace=False))]
+            rows += indices.tolist()
+            writers += [name] * len(indices)
+        return ReferenceSample(self.vectors[rows], tuple(writers))
+
+
+def _writer_of(unit: str, genre: str, seed: int) -> str:
+    digest = hashlib.sha256(f"{seed}:{unit}".encode()).digest()
+    return f"{genre}-{digest[0] % WRITERS_PER_GENRE}"
+
+
+class EmbeddingCache:
+    """Embeddings by sha256 of the text, kept in one ``.npz`` file when a path is given."""
+
+    def __init__(self, model: str, path: Path | None):
+        self.model = model
+        self.path = path
+        self.vectors: dict[str, np.ndarray] = {}
+        self.embedder = None
+        if path is not None and path.is_file():
+            with np.load(path) as stored:
+                self.vectors = dict(zip(stored["keys"].tolist(), stored["vectors"],
+                                        strict=True))
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if self.key(t) not in self.vectors))
+        if missing:
+            if self.embedder is None:
+                self.embedder = load_embedder(self.model)
+            for start in range(0, len(missing), 512):
+                part = missing[start:start + 512]
+                encoded = self.embedder.encode(part)
+                self.vectors.update(zip(map(self.key, part), encoded, strict=True))
+                self.save()
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        return np.stack([self.vectors[self.key(t)] for t in texts]).astype(np.float32)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        keys = sorted(self.vectors)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".tmp.npz")
+        np.savez(temporary, keys=np.array(keys), vectors=np.stack([self.vectors[k]
+                                                                   for k in keys]))
+        temporary.replace(self.path)
+
+
+# -- the data --------------------------------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    """Every set the calibration scores, as texts, with their signals once computed."""
+
+    genres: list[Genre]
+    train_poisons: list[str]
+    held_poisons: list[str]
+    truth: list[str]
+    wiki5k: list[str]
+
+
+def load_corpus(cap: int | None, genres: Sequence[str] = GENRES) -> Corpus:
+    train_targets, held_targets = poisonedrag_split()
+    poisons = [d for d in load_named("poisonedrag-nq") if d.id.startswith("poison:")]
+    return Corpus(
+        genres=[load_genre(name, cap=cap) for name in genres],
+        train_poisons=[d.text for d in poisons if d.id.split(":")[1] in set(train_targets)],
+        held_poisons=[d.text for d in poisons if d.id.split(":")[1] in set(held_targets)],
+        truth=[d.text for d in load_named("poisonedrag-nq-gt")],
+        wiki5k=[d.text for d in load_named("wiki5k")],
+    )
+
+
+def measure(corpus: Corpus, cache: EmbeddingCache) -> dict[str, Signals]:
+    """Every set's signals; ``S_out`` from the simulated KB (see the module docstring)."""
+    stored_texts: list[str] = []
+    stored_writers: list[str] = []
+    for genre in corpus.genres:
+        stored_texts += [p.text for p in genre.train]
+        stored_writers += [_writer_of(p.unit, genre.name, SPLIT_SEED) for p in genre.train]
+    wiki_writers = [f"wiki-{i % WRITERS_PER_GENRE}" for i in range(len(corpus.truth))]
+    vectors = cache.encode(stored_texts + corpus.truth)
+    writers = stored_writers + wiki_writers
+    # a training passage, as if its writer were writing it now
+    train_out = np.zeros(len(stored_texts))
+    for writer in sorted(set(stored_writers)):
+        rows = np.flatnonzero(np.asarray(stored_writers, dtype=object) == writer)
+        scores = stored_outlier_scores(vectors[rows],
+                                       ArrayNeighbourhood(vectors, writers, writer))
+        if scores.scores is not None:
+            train_out[rows] = scores.scores
+    # everything else as a new writer's documents
+    newcomer: dict[str, list[str]] = {f"held:{g.name}": [p.text for p in g.held_out]
+                                      for g in corpus.genres}
+    newcomer["poisons:train"] = corpus.train_poisons
+    newcomer["poisons:held"] = corpus.held_poisons
+    for name, rewrite in OBFUSCATIONS.items():
+        newcomer[f"poisons:held:{name}"] = [rewrite(t) for t in corpus.held_poisons]
+    newcomer["wiki5k"] = corpus.wiki5k
+    texts = [t for group in newcomer.values() for t in group]
+    new_vectors = cache.encode(texts)
+    outliers = stored_outlier_scores(new_vectors, ArrayNeighbourhood(vectors, writers,
+                                                                     "calibration-newcomer"))
+    new_out = np.zeros(len(texts)) if outliers.scores is None else outliers.scores
+    signals: dict[str, Signals] = {}
+    start = 0
+    for genre in corpus.genres:
+        n = len(genre.train)
+        signals[f"train:{genre.name}"] = text_signals([p.text for p in genre.train],
+                                                      train_out[start:start + n])
+        start += n
+    start = 0
+    for name, group in newcomer.items():
+        signals[name] = text_signals(group, new_out[start:start + len(group)])
+        start += len(group)
+    return signals
+
+
+# -- the choice ------------------------------------------------------------------------------
+
+
+def _rates(signals: Signals, setting: Setting, *, with_out: bool) -> float:
+    return float(np.mean(signals.combined(setting, with_out=with_out) >= setting.theta))
+
+
+def _lowest_theta(clean: list[Signals], setting: Setting, max_fpr: float) -> float | None:
+    """The lowest theta at which every clean set's FP rate (with ``S_out``) <= max_fpr."""
+    combined = [s.combined(setting) for s in clean]
+    for theta in THETAS:
+        if all(float(np.mean(c >= theta)) <= max_fpr for c in combined):
+            return float(theta)
+    return None
+
+
+def choose(signals: dict[str, Signals], genres: Sequence[str],
+           max_fpr: float = MAX_FPR) -> tuple[Setting, list[dict[str, object]]]:
+    """The rule of the module docstring; returns the winner and the best few candidates."""
+    clean = [signals[f"train:{g}"] for g in genres]
+    poisons = signals["poisons:train"]
+    current = Setting.of(GuardConfig())
+    flag_theta = GuardConfig().flag_theta
+    candidates = []
+    for w_perp, w_out, opening, inside, authority in itertools.product(
+            GRID["w_perp"], GRID["w_out"], GRID["question_opening"],
+            GRID["question_inside"], GRID["authority"]):
+        w_pat = round(1.0 - w_perp - w_out, 2)
+        patterns = {**current.patterns, "question_opening": opening,
+                    "question_inside": inside, "authority": authority}
+        alone = w_pat * patterns["obfuscated_text"]
+        if alone < flag_theta:
+            continue  # obfuscated text alone must still flag
+        trial = Setting(w_perp, w_pat, w_out, 1.0, patterns)
+        theta = _lowest_theta(clean, trial, max_fpr)
+        if theta is None:
+            continue
+        # ... and must not block: theta above it
+        theta = max(theta, float(np.floor(alone * 100 + 1e-9) / 100 + 0.01))
+        trial = Setting(w_perp, w_pat, w_out, round(theta, 2), patterns)
+        worst = max(_rates(s, trial, with_out=True) for s in clean)
+        distance = (abs(w_perp - current.w_perp) + abs(w_out - current.w_out)
+                    + sum(abs(patterns[n] - current.patterns[n]) for n in TUNED))
+        candidates.append((
+            -_rates(poisons, trial, with_out=False), -_rates(poisons, trial, with_out=True),
+            worst, round(distance, 4), trial))
+    if not candidates:
+        raise ValueError(f"no setting keeps every genre's training FP rate <= {max_fpr}")
+    candidates.sort(key=lambda row: row[:4])
+    best = candidates[0][4]
+    table = [{"recall_text_only": -row[0], "recall_with_s_out": -row[1],
+              "worst_genre_fpr": row[2], "distance_from_defaults": row[3],
+              **row[4].as_dict()} for row in candidates[:10]]
+    return best, table
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def _row(signals: Signals, setting: Setting) -> dict[str, object]:
+    n = len(signals)
+    text_only = int(np.sum(signals.combined(setting, with_out=False) >= setting.theta))
+    with_out = int(np.sum(signals.combined(setting) >= setting.theta))
+    return {"n": n, "text_only": text_only, "with_s_out": with_out,
+            "text_only_rate": text_only / max(1, n), "with_s_out_rate": with_out / max(1, n)}
+
+
+def evaluate(signals: dict[str, Signals], genres: Sequence[str],
+             setting: Setting) -> dict[str, object]:
     return {
-        "training_targets": len(train),
-        "poisons": len(poisons),
-        "clean_passages": len(clean),
-        "medians": table,
-        "max_fpr": max_fpr,
-        "theta": theta,
-        "recall_at_theta": float(np.mean(poison_c >= theta)),
-        "fpr_at_theta": float(np.mean(clean_c >= theta)),
-        "weights": {k: v for k, v in asdict(GuardConfig()).items() if k.startswith("w_")},
+        "setting": setting.as_dict(),
+        "train_fp": {g: _row(signals[f"train:{g}"], setting) for g in genres},
+        "train_recall": _row(signals["poisons:train"], setting),
+        "held_out_fp": {g: _row(signals[f"held:{g}"], setting) for g in genres},
+        "wiki5k_fp": _row(signals["wiki5k"], setting),
+        "held_out_recall": {"plain": _row(signals["poisons:held"], setting)} | {
+            name: _row(signals[f"poisons:held:{name}"], setting) for name in OBFUSCATIONS},
     }
 
 
-def main() -> None:
+def calibrate(*, cap: int | None = DEFAULT_CAP, max_fpr: float = MAX_FPR,
+              out: Path | None = None, genres: Sequence[str] = GENRES) -> dict[str, object]:
+    corpus = load_corpus(cap, genres)
+    cache = EmbeddingCache(DEFAULT_EMBEDDING_MODEL,
+                           out / f"embeddings-{DEFAULT_EMBEDDING_MODEL}.npz" if out else None)
+    signals = measure(corpus, cache)
+    names = [g.name for g in corpus.genres]
+    chosen, candidates = choose(signals, names, max_fpr)
+    current = Setting.of(GuardConfig())
+    return {
+        "rule": f"theta: lowest (step 0.01) with training FP <= {max_fpr:.2%} on every genre "
+                "(with S_out); setting: highest training recall without S_out, then with "
+                "S_out, then lowest worst-genre FP, then nearest the defaults; "
+                "obfuscated_text alone flags, does not block",
+        "cap_per_half": cap,
+        "embedding_model": DEFAULT_EMBEDDING_MODEL,
+        "genres": {g.name: g.summary() for g in corpus.genres},
+        "poisons": {"train": len(corpus.train_poisons), "held_out": len(corpus.held_poisons)},
+        "wiki5k": len(corpus.wiki5k),
+        "chosen": evaluate(signals, names, chosen),
+        "current": evaluate(signals, names, current),
+        "candidates": candidates,
+    }
+
+
+def _cell(row: dict[str, object]) -> str:
+    return f"{row['text_only']}/{row['with_s_out']} of {row['n']}"
+
+
+def table(report: dict[str, object]) -> str:
+    """The report as text: one column per setting (current defaults, chosen)."""
+    chosen, current = report["chosen"], report["current"]
+    lines = [f"rule: {report['rule']}", ""]
+    for name, result in (("current", current), ("chosen", chosen)):
+        setting = result["setting"]
+        patterns = ", ".join(f"{k}={setting['patterns'][k]}" for k in TUNED)
+        lines.append(f"{name:<8} w_perp={setting['w_perp']} w_pat={setting['w_pat']} "
+                     f"w_out={setting['w_out']} theta={setting['theta']}; {patterns}")
+    lines += ["", "blocked, text only / with S_out (C >= theta)",
+              f"{'set':<36}{'current':>24}{'chosen':>24}"]
+
+    def add(label: str, left: dict, right: dict) -> None:
+        lines.append(f"{label:<36}{_cell(left):>24}{_cell(right):>24}")
+
+    for genre in report["genres"]:
+        add(f"train FP {genre}", current["train_fp"][genre], chosen["train_fp"][genre])
+    add("train recall (poisons)", current["train_recall"], chosen["train_recall"])
+    for genre in report["genres"]:
+        add(f"held-out FP {genre}", current["held_out_fp"][genre],
+            chosen["held_out_fp"][genre])
+    add("wiki5k FP", current["wiki5k_fp"], chosen["wiki5k_fp"])
+    for variant in current["held_out_recall"]:
+        add(f"held-out recall {variant}", current["held_out_recall"][variant],
+            chosen["held_out_recall"][variant])
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-fpr", type=float, default=0.005)
-    arguments = parser.parse_args()
-    print(json.dumps(calibrate(arguments.max_fpr), indent=2, sort_keys=True))
+    parser.add_argument("--max-fpr", type=float, default=MAX_FPR)
+    parser.add_argument("--cap", type=int, default=DEFAULT_CAP,
+                        help="passages per half of a genre at most (0: all)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write calibration.json and the embedding cache here")
+    parser.add_argument("--genres", nargs="+", default=list(GENRES), choices=GENRES)
+    arguments = parser.parse_args(argv)
+    report = calibrate(cap=arguments.cap or None, max_fpr=arguments.max_fpr,
+                       out=arguments.out, genres=arguments.genres)
+    print(table(report))
+    if arguments.out:
+        (arguments.out / "calibration.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":
