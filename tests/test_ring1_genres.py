@@ -20,6 +20,7 @@ from trishield.eval.calibration import (
     DETECTORS,
     ArrayNeighbourhood,
     Setting,
+    Signals,
     choose,
     text_signals,
 )
@@ -177,21 +178,29 @@ def test_array_neighbourhood_gives_the_kbs_s_out():
     assert set(own.reference().writers) == {"w1", "w2"}
 
 
-def test_choose_finds_the_lowest_theta_that_keeps_every_genre_clean():
+def _synthetic(s_perp_len: np.ndarray, detector: str | None = None) -> Signals:
+    fired = np.zeros((len(s_perp_len), len(DETECTORS)), dtype=bool)
+    if detector:
+        fired[:, DETECTORS.index(detector)] = True
+    return Signals(s_perp_len, fired, np.zeros(len(s_perp_len)))
+
+
+def test_choose_keeps_recall_and_lowers_the_worst_genre_false_positives():
     rng = np.random.default_rng(1)
-    fired = np.zeros((400, len(DETECTORS)), dtype=bool)
-    clean = text_signals([], None)
-    clean.s_perp_len, clean.fired, clean.s_out = rng.uniform(0, 0.3, 400), fired, np.zeros(400)
-    poison_fired = np.zeros((100, len(DETECTORS)), dtype=bool)
-    poison_fired[:, DETECTORS.index("question_opening")] = True
-    poisons = text_signals([], None)
-    poisons.s_perp_len, poisons.fired, poisons.s_out = (np.zeros(100), poison_fired,
-                                                        np.zeros(100))
-    setting, table = choose({"train:a": clean, "poisons:train": poisons}, ["a"])
-    assert table[0]["recall_text_only"] == 1.0
-    combined = clean.combined(setting)
-    assert np.mean(combined >= setting.theta) <= 0.005
-    assert setting.w_pat * setting.patterns["obfuscated_text"] < setting.theta
+    clean = _synthetic(rng.uniform(0, 1.0, 400))  # repetitive clean text: S_perp_len alone
+    poisons = _synthetic(np.zeros(100), "question_opening")
+    templates = _synthetic(np.zeros(100), "authority")
+    signals = {"train:a": clean, "poisons:train": poisons, "template:train": templates}
+    current = Setting(0.2, 0.6, 0.2, 0.15, Setting.of(GuardConfig()).patterns)
+    setting, table = choose(signals, ["a"], current)
+    for group in (poisons, templates):  # no recall lost
+        assert (np.mean(group.combined(setting, with_out=False) >= setting.theta)
+                >= np.mean(group.combined(current, with_out=False) >= current.theta))
+    assert (np.mean(clean.combined(setting) >= setting.theta)
+            < np.mean(clean.combined(current) >= current.theta))
+    assert table[0]["worst_genre_fpr"] == np.mean(clean.combined(setting) >= setting.theta)
+    obfuscated = setting.w_pat * setting.patterns["obfuscated_text"]
+    assert GuardConfig().flag_theta <= obfuscated < setting.theta
 
 
 def test_obfuscations_keep_the_text_readable():

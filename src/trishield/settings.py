@@ -13,7 +13,7 @@ Example (every key optional)::
     pool = 20                 # K candidates
     context = 5               # k passages sent to the readers
     [ring1]
-    theta = 0.19
+    theta = 0.24
     [ring2]
     w_prov = { trusted = 0.2, neutral = 0.5, untrusted = 0.8 }
     [ring3]

@@ -15,22 +15,33 @@ meet the real passages about their topic, as in a real KB). A training passage i
 if its writer were writing it now (its own writer's documents are not its neighbours); a
 held-out passage, a wiki5k passage and a poison are scored as a new writer's documents.
 
-The rule (:func:`choose`): over a grid of the combination weights (``w_perp``, ``w_pat``,
-``w_out``, summing to 1) and of the pattern weights the poisons and clean text actually fire
-(``question_opening``, ``question_inside``, ``authority``), ``theta`` is the lowest
-threshold (step 0.01) at which *every* genre's training half has a false-positive rate of at
-most ``max_fpr`` (0.5%) with ``S_out``, and above what ``obfuscated_text`` alone scores
-(alone it must flag, ``C >= flag_theta``, but not block: settings where it cannot flag are
-skipped); among all settings, the one with the highest training
-poison recall *without* ``S_out`` (a KB written by one writer gives no ``S_out``; with it,
-recall can only be higher) wins, ties broken by recall with ``S_out``, then the lower worst
-genre false-positive rate, then the setting nearest the current defaults. The detectors that
-fire on neither side (``injection``, ``encoded_payload``, ``query_verbatim``) keep their
-weights: this data says nothing about them.
+The rule (:func:`choose`), over a grid of the combination weights (``w_perp``, ``w_pat``,
+``w_out``, summing to 1), of the pattern weights that the poisons and clean text actually fire
+(``question_opening``, ``question_inside``, ``authority``) or that stand for an attacker's
+intent (``obfuscated_text``), and of ``theta`` (step 0.01):
 
-Then the held-out halves, the 5,000 wiki5k passages, the held-out poisons and their five
-Unicode-obfuscated rewrites (:mod:`trishield.eval.obfuscations`) are measured with the chosen
-setting and with the current defaults, side by side.
+1. keep the detectors' roles: ``obfuscated_text`` alone flags (``C >= flag_theta``) but does
+   not block; together with any other detector it blocks;
+2. lose no recall: on the training targets, text signals only, block at least as many of the
+   published poisons and of the paper's template poisons (``"{q}? According to verified
+   records from multiple independent sources ..."``, five per target) as the current
+   defaults do;
+3. then minimise the worst genre's training false-positive rate (with ``S_out``), then the
+   mean over genres, then maximise the poisons blocked (text only, then with ``S_out``), then
+   stay nearest the current defaults.
+
+Recall is counted without ``S_out`` because a KB written by one writer gives none (with it,
+recall can only be higher); false positives with it, where they are highest. The detectors
+that fire on neither side (``injection``, ``encoded_payload``, ``query_verbatim``) keep their
+weights: this data says nothing about them. The issue's first idea, the highest recall with a
+0.5% training false-positive rate on every genre, is infeasible here: 0.69% of the email
+training half (2 of 291 windows) opens with a question, the published poisons' main signal,
+so at 0.5% at most 75% of the poisons can be blocked.
+
+Then the held-out halves, the 5,000 wiki5k passages, the held-out poisons (published and
+template) and the published ones' five Unicode-obfuscated rewrites
+(:mod:`trishield.eval.obfuscations`) are measured with the chosen setting and with the current
+defaults, side by side.
 
     python -m trishield.eval.calibration --out DIR
 
@@ -64,16 +75,19 @@ from trishield.rings.patterns import PatternWeights, detect_patterns
 
 SPLIT_SEED = 0
 WRITERS_PER_GENRE = 5
-MAX_FPR = 0.005
+TARGET_FPR = 0.01
+POISON_SETS = ("poisons", "template")
+"""The training poisons: the published PoisonedRAG-NQ texts and the paper's template."""
 DEFAULT_CAP = 2000
 DETECTORS = tuple(PatternWeights.__dataclass_fields__)
-TUNED = ("question_opening", "question_inside", "authority")
+TUNED = ("question_opening", "question_inside", "authority", "obfuscated_text")
 GRID = {
     "w_perp": (0.0, 0.1, 0.2, 0.3),
     "w_out": (0.0, 0.1, 0.2, 0.3),
     "question_opening": (0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
     "question_inside": (0.1, 0.15, 0.2, 0.25, 0.3, 0.4),
-    "authority": (0.3, 0.4, 0.5, 0.6, 0.7),
+    "authority": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
+    "obfuscated_text": (0.2, 0.25, 0.3, 0.35, 0.4, 0.45),
 }
 THETAS = np.round(np.arange(0.05, 1.0001, 0.01), 2)
 
@@ -86,14 +100,6 @@ def poisonedrag_split(seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
     random.Random(seed).shuffle(shuffled)
     half = len(shuffled) // 2
     return sorted(shuffled[:half], key=targets.index), sorted(shuffled[half:], key=targets.index)
-
-
-def choose_theta(poison_c: np.ndarray, clean_c: np.ndarray, max_fpr: float) -> float:
-    """The lowest threshold (to 0.01) with a clean false-positive rate <= ``max_fpr``."""
-    for theta in np.round(np.arange(0.05, 1.0001, 0.01), 2):
-        if float(np.mean(clean_c >= theta)) <= max_fpr:
-            return float(theta)
-    return 1.0
 
 
 # -- signals ---------------------------------------------------------------------------------
@@ -268,17 +274,29 @@ class Corpus:
     genres: list[Genre]
     train_poisons: list[str]
     held_poisons: list[str]
+    train_templates: list[str]
+    held_templates: list[str]
     truth: list[str]
     wiki5k: list[str]
 
 
 def load_corpus(cap: int | None, genres: Sequence[str] = GENRES) -> Corpus:
+    # imported here: the benchmark's scoring imports this module
+    from trishield.eval.poisonedrag.attacks import FAMILIES, load_targets
+
     train_targets, held_targets = poisonedrag_split()
     poisons = [d for d in load_named("poisonedrag-nq") if d.id.startswith("poison:")]
+    targets = {target.id: target for target in load_targets()}
+
+    def templates(ids: Sequence[str]) -> list[str]:
+        return [d.text for i in ids for d in FAMILIES["template"].poisons(targets[i], 0)]
+
     return Corpus(
         genres=[load_genre(name, cap=cap) for name in genres],
         train_poisons=[d.text for d in poisons if d.id.split(":")[1] in set(train_targets)],
         held_poisons=[d.text for d in poisons if d.id.split(":")[1] in set(held_targets)],
+        train_templates=templates(train_targets),
+        held_templates=templates(held_targets),
         truth=[d.text for d in load_named("poisonedrag-nq-gt")],
         wiki5k=[d.text for d in load_named("wiki5k")],
     )
@@ -307,6 +325,8 @@ def measure(corpus: Corpus, cache: EmbeddingCache) -> dict[str, Signals]:
                                       for g in corpus.genres}
     newcomer["poisons:train"] = corpus.train_poisons
     newcomer["poisons:held"] = corpus.held_poisons
+    newcomer["template:train"] = corpus.train_templates
+    newcomer["template:held"] = corpus.held_templates
     for name, rewrite in OBFUSCATIONS.items():
         newcomer[f"poisons:held:{name}"] = [rewrite(t) for t in corpus.held_poisons]
     newcomer["wiki5k"] = corpus.wiki5k
@@ -332,57 +352,64 @@ def measure(corpus: Corpus, cache: EmbeddingCache) -> dict[str, Signals]:
 # -- the choice ------------------------------------------------------------------------------
 
 
-def _rates(signals: Signals, setting: Setting, *, with_out: bool) -> float:
-    return float(np.mean(signals.combined(setting, with_out=with_out) >= setting.theta))
+def _paired_obfuscation(setting: Setting) -> float:
+    """The lowest ``C`` of ``obfuscated_text`` together with one other detector."""
+    weights = setting.patterns
+    other = min(weights[name] for name in DETECTORS if name != "obfuscated_text")
+    return setting.w_pat * (1.0 - (1.0 - weights["obfuscated_text"]) * (1.0 - other))
 
 
-def _lowest_theta(clean: list[Signals], setting: Setting, max_fpr: float) -> float | None:
-    """The lowest theta at which every clean set's FP rate (with ``S_out``) <= max_fpr."""
-    combined = [s.combined(setting) for s in clean]
-    for theta in THETAS:
-        if all(float(np.mean(c >= theta)) <= max_fpr for c in combined):
-            return float(theta)
-    return None
+def _blocked_counts(combined: np.ndarray) -> np.ndarray:
+    """How many of ``combined`` are at or over each of :data:`THETAS`."""
+    ordered = np.sort(combined)
+    return len(ordered) - np.searchsorted(ordered, THETAS - 1e-9, side="left")
 
 
-def choose(signals: dict[str, Signals], genres: Sequence[str],
-           max_fpr: float = MAX_FPR) -> tuple[Setting, list[dict[str, object]]]:
-    """The rule of the module docstring; returns the winner and the best few candidates."""
+def choose(signals: dict[str, Signals], genres: Sequence[str], current: Setting | None = None
+           ) -> tuple[Setting, list[dict[str, object]]]:
+    """The rule of the module docstring, from ``current`` (by default ``GuardConfig()``'s
+    setting); returns the winner and the best few candidates."""
     clean = [signals[f"train:{g}"] for g in genres]
-    poisons = signals["poisons:train"]
-    current = Setting.of(GuardConfig())
+    families = [signals[f"{family}:train"] for family in POISON_SETS]
+    current = current or Setting.of(GuardConfig())
+    floors = [int(np.sum(f.combined(current, with_out=False) >= current.theta))
+              for f in families]
     flag_theta = GuardConfig().flag_theta
     candidates = []
-    for w_perp, w_out, opening, inside, authority in itertools.product(
-            GRID["w_perp"], GRID["w_out"], GRID["question_opening"],
-            GRID["question_inside"], GRID["authority"]):
+    for w_perp, w_out, *tuned in itertools.product(
+            GRID["w_perp"], GRID["w_out"], *(GRID[name] for name in TUNED)):
         w_pat = round(1.0 - w_perp - w_out, 2)
-        patterns = {**current.patterns, "question_opening": opening,
-                    "question_inside": inside, "authority": authority}
+        patterns = {**current.patterns, **dict(zip(TUNED, tuned, strict=True))}
+        trial = Setting(w_perp, w_pat, w_out, current.theta, patterns)
         alone = w_pat * patterns["obfuscated_text"]
         if alone < flag_theta:
-            continue  # obfuscated text alone must still flag
-        trial = Setting(w_perp, w_pat, w_out, 1.0, patterns)
-        theta = _lowest_theta(clean, trial, max_fpr)
-        if theta is None:
+            continue  # obfuscated text alone must flag ...
+        # ... and not block, but block together with any other detector
+        allowed = (alone + 1e-9 < THETAS) & (_paired_obfuscation(trial) + 1e-9 >= THETAS)
+        caught = [_blocked_counts(f.combined(trial, with_out=False)) for f in families]
+        for count, floor in zip(caught, floors, strict=True):
+            allowed &= count >= floor
+        if not allowed.any():
             continue
-        # ... and must not block: theta above it
-        theta = max(theta, float(np.floor(alone * 100 + 1e-9) / 100 + 0.01))
-        trial = Setting(w_perp, w_pat, w_out, round(theta, 2), patterns)
-        worst = max(_rates(s, trial, with_out=True) for s in clean)
-        distance = (abs(w_perp - current.w_perp) + abs(w_out - current.w_out)
-                    + sum(abs(patterns[n] - current.patterns[n]) for n in TUNED))
-        candidates.append((
-            -_rates(poisons, trial, with_out=False), -_rates(poisons, trial, with_out=True),
-            worst, round(distance, 4), trial))
+        false = np.array([_blocked_counts(c.combined(trial)) / len(c) for c in clean])
+        worst, mean = false.max(axis=0), false.mean(axis=0)
+        recall = sum(caught)
+        with_out = sum(_blocked_counts(f.combined(trial)) for f in families)
+        for index in np.flatnonzero(allowed):
+            theta = float(THETAS[index])
+            distance = (abs(w_perp - current.w_perp) + abs(w_out - current.w_out)
+                        + abs(theta - current.theta)
+                        + sum(abs(patterns[n] - current.patterns[n]) for n in TUNED))
+            candidates.append((float(worst[index]), round(float(mean[index]), 6),
+                               -int(recall[index]), -int(with_out[index]), round(distance, 4),
+                               Setting(w_perp, w_pat, w_out, theta, patterns)))
     if not candidates:
-        raise ValueError(f"no setting keeps every genre's training FP rate <= {max_fpr}")
-    candidates.sort(key=lambda row: row[:4])
-    best = candidates[0][4]
-    table = [{"recall_text_only": -row[0], "recall_with_s_out": -row[1],
-              "worst_genre_fpr": row[2], "distance_from_defaults": row[3],
-              **row[4].as_dict()} for row in candidates[:10]]
-    return best, table
+        raise ValueError("no setting keeps the detectors' roles and the current recall")
+    candidates.sort(key=lambda row: row[:5])
+    table = [{"worst_genre_fpr": row[0], "mean_genre_fpr": row[1],
+              "poisons_blocked_text_only": -row[2], "poisons_blocked_with_s_out": -row[3],
+              "distance_from_defaults": row[4], **row[5].as_dict()} for row in candidates[:10]]
+    return candidates[0][5], table
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -401,28 +428,32 @@ def evaluate(signals: dict[str, Signals], genres: Sequence[str],
     return {
         "setting": setting.as_dict(),
         "train_fp": {g: _row(signals[f"train:{g}"], setting) for g in genres},
-        "train_recall": _row(signals["poisons:train"], setting),
+        "train_recall": {"published": _row(signals["poisons:train"], setting),
+                         "template": _row(signals["template:train"], setting)},
         "held_out_fp": {g: _row(signals[f"held:{g}"], setting) for g in genres},
         "wiki5k_fp": _row(signals["wiki5k"], setting),
         "held_out_recall": {"plain": _row(signals["poisons:held"], setting)} | {
             name: _row(signals[f"poisons:held:{name}"], setting) for name in OBFUSCATIONS},
+        "held_out_template_recall": _row(signals["template:held"], setting),
     }
 
 
-def calibrate(*, cap: int | None = DEFAULT_CAP, max_fpr: float = MAX_FPR,
-              out: Path | None = None, genres: Sequence[str] = GENRES) -> dict[str, object]:
+def calibrate(*, cap: int | None = DEFAULT_CAP, out: Path | None = None,
+              genres: Sequence[str] = GENRES) -> dict[str, object]:
     corpus = load_corpus(cap, genres)
     cache = EmbeddingCache(DEFAULT_EMBEDDING_MODEL,
                            out / f"embeddings-{DEFAULT_EMBEDDING_MODEL}.npz" if out else None)
     signals = measure(corpus, cache)
     names = [g.name for g in corpus.genres]
-    chosen, candidates = choose(signals, names, max_fpr)
+    chosen, candidates = choose(signals, names)
     current = Setting.of(GuardConfig())
     return {
-        "rule": f"theta: lowest (step 0.01) with training FP <= {max_fpr:.2%} on every genre "
-                "(with S_out); setting: highest training recall without S_out, then with "
-                "S_out, then lowest worst-genre FP, then nearest the defaults; "
-                "obfuscated_text alone flags, does not block",
+        "rule": "keep obfuscated_text's role (alone: flag, not block; with any other "
+                "detector: block) and the current defaults' training recall (text only) on "
+                "the published and the template poisons; then the lowest worst-genre training "
+                "FP rate (with S_out), the lowest mean genre FP rate, the most poisons blocked "
+                "(text only, then with S_out), the setting nearest the defaults",
+        "target_fpr": TARGET_FPR,
         "cap_per_half": cap,
         "embedding_model": DEFAULT_EMBEDDING_MODEL,
         "genres": {g.name: g.summary() for g in corpus.genres},
@@ -455,7 +486,9 @@ def table(report: dict[str, object]) -> str:
 
     for genre in report["genres"]:
         add(f"train FP {genre}", current["train_fp"][genre], chosen["train_fp"][genre])
-    add("train recall (poisons)", current["train_recall"], chosen["train_recall"])
+    for family in current["train_recall"]:
+        add(f"train recall {family}", current["train_recall"][family],
+            chosen["train_recall"][family])
     for genre in report["genres"]:
         add(f"held-out FP {genre}", current["held_out_fp"][genre],
             chosen["held_out_fp"][genre])
@@ -463,20 +496,20 @@ def table(report: dict[str, object]) -> str:
     for variant in current["held_out_recall"]:
         add(f"held-out recall {variant}", current["held_out_recall"][variant],
             chosen["held_out_recall"][variant])
+    add("held-out recall template", current["held_out_template_recall"],
+        chosen["held_out_template_recall"])
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-fpr", type=float, default=MAX_FPR)
     parser.add_argument("--cap", type=int, default=DEFAULT_CAP,
                         help="passages per half of a genre at most (0: all)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write calibration.json and the embedding cache here")
     parser.add_argument("--genres", nargs="+", default=list(GENRES), choices=GENRES)
     arguments = parser.parse_args(argv)
-    report = calibrate(cap=arguments.cap or None, max_fpr=arguments.max_fpr,
-                       out=arguments.out, genres=arguments.genres)
+    report = calibrate(cap=arguments.cap or None, out=arguments.out, genres=arguments.genres)
     print(table(report))
     if arguments.out:
         (arguments.out / "calibration.json").write_text(json.dumps(report, indent=2) + "\n")
