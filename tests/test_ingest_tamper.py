@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import trishield
 from trishield.kb import Document, KnowledgeBase
 from trishield.rings.ingest_guard import GuardVerdict, IngestGuard
 from trishield.rings.tamper import TamperConfig, align, classify, tamper_weight, tokens
@@ -166,6 +167,29 @@ def test_a_copy_of_a_less_trusted_writers_text_is_flagged_not_blocked(tmp_path: 
     verdict = recording.verdicts["copy"]
     assert verdict.flagged and not verdict.blocked
     assert _tamper_hit(verdict).weight == TamperConfig().weak_weight
+
+
+def test_the_trace_shows_a_tampered_copy_among_retrieved_passages() -> None:
+    copy = ORIGINAL.text.replace("1998", "2003")
+    passages = [{"id": "wiki:lindmouth#0", "doc_id": "wiki:lindmouth", "text": ORIGINAL.text,
+                 "tier": "neutral", "writer": "wikipedia"},
+                {"id": "upload:7#0", "doc_id": "upload:7", "text": copy, "tier": "untrusted",
+                 "writer": "mallory"},
+                {"id": "wiki:kettle#0", "doc_id": "wiki:kettle", "text": OTHER.text,
+                 "tier": "neutral", "writer": "wikipedia"}]
+    trace = trishield.screen("When did the Lindmouth bridge open?", passages, k=3).trace
+    rows = {row.id: row for row in trace.ring1.verdicts}
+    ids = {c.chunk_id: c.doc_id for c in trace.candidates}
+    copy_row = next(r for i, r in rows.items() if ids[i] == "upload:7")
+    original_row = next(r for i, r in rows.items() if ids[i] == "wiki:lindmouth")
+    hit = next(p for p in copy_row.patterns if p.name == "tampered_copy")
+    # the original's writer is the more trusted: the copy is removed, with the diff
+    assert "'1998' -> '2003' (copy of wiki:lindmouth by writer wikipedia" in hit.evidence
+    assert copy_row.blocked and copy_row.id in trace.ring1.blocked
+    # the neutral original "copies" an untrusted passage: flagged, kept
+    assert original_row.flagged and not original_row.blocked
+    assert all(p.name != "tampered_copy" for p in rows[next(
+        i for i in rows if ids[i] == "wiki:kettle")].patterns)
 
 
 # -- the alignment alone -------------------------------------------------------------------

@@ -69,7 +69,7 @@ class TamperConfig:
     """Thresholds of the tampered-copy detector (chosen on training data only:
     ``benchmarks/ring1_tamper.py --split train``; see docs/design.md)."""
 
-    min_copied: Unit = 0.8
+    min_copied: Unit = 0.9
     """A copy: at least this share of both texts' words (the stored one over the aligned
     stretch) lies in verbatim runs of ``MIN_RUN``+ words shared with the other."""
     min_words: AtLeastOne = 30
@@ -79,10 +79,10 @@ class TamperConfig:
     """At most this many distinct fact substitutions: a tamperer changes one fact; two texts
     from one template (village stubs, census lines) differ in many."""
     neighbours: AtLeastOne = 5
-    """Stored chunks by other writers (nearest by embedding) whose documents are aligned."""
-    min_similarity: Unit = 0.8
-    """Cosine similarity a neighbour needs to be aligned at all (cost only: every copy found
-    on the training data scored above 0.9)."""
+    """Stored chunks by other writers (nearest by embedding) whose documents are aligned. No
+    similarity floor: on the training data a copy's nearest chunk scored as low as 0.55 (a
+    document's mean vector against one chunk), and aligning five documents costs
+    milliseconds."""
     weight: Unit = 0.9
     """Noisy-OR weight when a fact changed in a copy of a text by a writer at least as
     trusted as the new one: blocks alone, like an injection phrase."""
@@ -233,7 +233,7 @@ def _count(found: list[str], vocabulary: frozenset[str]) -> int:
 
 
 def tamper_weight(alignment: Alignment, config: TamperConfig, *, copy_tier: str,
-                  original_tier: str) -> float:
+                  original_tier: str, order_known: bool = True) -> float:
     """The detector's weight for one aligned pair (0: not a tampered copy).
 
     A copy (``copied >= min_copied`` and ``words >= min_words``) whose facts changed, but in
@@ -241,7 +241,9 @@ def tamper_weight(alignment: Alignment, config: TamperConfig, *, copy_tier: str,
     original's writer is at least as trusted as the copy's (the stored text is the one to
     believe), else ``weak_weight``. A copy whose changes are only wording (words other than
     facts, not a spelling) gets ``weak_weight``: a synonym and a swapped common noun
-    ("nucleus" -> "mitochondria") cannot be told apart without a lexicon.
+    ("nucleus" -> "mitochondria") cannot be told apart without a lexicon. Without
+    ``order_known`` (two retrieved passages: which was written first is not known), equal
+    tiers give ``weak_weight`` too: either may be the original.
     """
     if alignment.copied < config.min_copied or alignment.words < config.min_words:
         return 0.0
@@ -249,7 +251,8 @@ def tamper_weight(alignment: Alignment, config: TamperConfig, *, copy_tier: str,
     if len(facts) > config.max_facts:
         return 0.0
     if facts:
-        believed = TIER_RANK.get(original_tier, 0) >= TIER_RANK.get(copy_tier, 0)
+        original, copy = TIER_RANK.get(original_tier, 0), TIER_RANK.get(copy_tier, 0)
+        believed = original > copy or (order_known and original == copy)
         return config.weight if believed else config.weak_weight
     return config.weak_weight if alignment.wording else 0.0
 
@@ -278,19 +281,23 @@ class TamperedCopy:
 
 
 def find_tampered_copy(doc_id: str, text: str, tier: str,
-                       neighbours: list[StoredNeighbour],
-                       config: TamperConfig) -> TamperedCopy | None:
-    """The stored document ``text`` is a tampered copy of, if any: among ``neighbours`` close
-    enough by embedding, the one with the highest weight (then the most copied). A stored
-    document with the same id is the writer's own earlier version, never an original."""
+                       neighbours: list[StoredNeighbour], config: TamperConfig, *,
+                       order_known: bool = True) -> TamperedCopy | None:
+    """The stored document ``text`` is a tampered copy of, if any: among ``neighbours``, the
+    one with the highest weight (then the most copied). A stored document with the same id is
+    the writer's own earlier version, never an original."""
     new = tokens(text)
     best: TamperedCopy | None = None
     for neighbour in neighbours:
-        if neighbour.similarity < config.min_similarity or neighbour.doc_id == doc_id:
+        if neighbour.doc_id == doc_id:
             continue
-        alignment = align(tokens(neighbour.text), new)
+        stored = tokens(neighbour.text)
+        vocabulary = {t.word for t in stored}
+        if sum(t.word in vocabulary for t in new) < config.min_copied * len(new):
+            continue  # fewer shared words than a copy needs: no alignment can make it one
+        alignment = align(stored, new)
         weight = tamper_weight(alignment, config, copy_tier=tier,
-                               original_tier=neighbour.tier)
+                               original_tier=neighbour.tier, order_known=order_known)
         if weight > 0 and (best is None or (weight, alignment.copied)
                            > (best.weight, best.alignment.copied)):
             best = TamperedCopy(neighbour, alignment, weight)
@@ -307,3 +314,18 @@ def tampered_copies(ids: list[str], texts: list[str], tiers: list[str], vectors,
     found = neighbourhood.nearest_documents(vectors, config.neighbours)
     return [find_tampered_copy(doc_id, text, tier, neighbours, config)
             for doc_id, text, tier, neighbours in zip(ids, texts, tiers, found, strict=True)]
+
+
+def pool_tampered_copies(ids: list[str], doc_ids: list[str], texts: list[str],
+                         tiers: list[str], writers: list[str],
+                         config: TamperConfig) -> list[TamperedCopy | None]:
+    """After retrieval: each passage against the other retrieved passages by other writers.
+    Which of two passages was written first is not known here, so a copy weighs ``weight``
+    only when the other passage's writer is more trusted; otherwise both are flagged."""
+    passages = [StoredNeighbour(doc_id=d, chunk_id=i, writer=w, tier=t, text=x,
+                                similarity=float("nan"))
+                for i, d, x, t, w in zip(ids, doc_ids, texts, tiers, writers, strict=True)]
+    return [find_tampered_copy(doc_id, text, tier,
+                               [p for p in passages if p.writer != writer], config,
+                               order_known=False)
+            for doc_id, text, tier, writer in zip(doc_ids, texts, tiers, writers, strict=True)]
