@@ -13,7 +13,7 @@ import pytest
 
 from trishield.demo import corpus_dir
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.screening import Neighbourhood, ReferenceSample
+from trishield.kb.screening import Neighbourhood, ReferenceSample, StoredNeighbour
 from trishield.rings.ingest_guard import GuardVerdict, IngestGuard
 from trishield.rings.outlier import stored_outlier_scores, writer_balanced_baseline
 
@@ -149,6 +149,9 @@ class _Vectors:
         keep = np.array([w != self.writer for w in self.writers], dtype=bool)
         return ReferenceSample(self.vectors[keep],
                                tuple(w for w in self.writers if w != self.writer))
+
+    def nearest_documents(self, vectors: np.ndarray, k: int) -> list[list[StoredNeighbour]]:
+        return [[] for _ in vectors]  # vectors without texts: nothing to align
 
 
 def _cluster(count: int, seed: int) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 from trishield.kb.retrieval import Candidate
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard, outlier_scores
 from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, out_of_scope_terms
+from trishield.rings.tamper import pool_tampered_copies
 from trishield.stages import ContextPassage, Reranked, Run
 from trishield.trace import (
     ConflictRow,
@@ -27,7 +28,8 @@ from trishield.trace import (
 
 class Ring1Filter:
     """Query-aware Ring 1: each passage alone (with the question known, so a passage that
-    quotes it stands out), plus its distance from the rest of the retrieved set."""
+    quotes it stands out), plus its distance from the rest of the retrieved set, plus
+    whether it copies another writer's retrieved passage with a fact changed."""
 
     name = "ring1"
 
@@ -40,10 +42,16 @@ class Ring1Filter:
         outliers = None if matrix is None else outlier_scores(matrix, matrix)
         scores = ([None] * len(candidates) if outliers is None
                   else [float(o) for o in outliers])
+        copies = pool_tampered_copies(
+            [c.chunk_id for c in candidates], [c.doc_id for c in candidates],
+            [c.chunk.text for c in candidates], [c.chunk.tier for c in candidates],
+            [c.chunk.writer for c in candidates], self.config.tamper)
         verdicts = self.guard.judge_many([c.chunk_id for c in candidates],
                                          [c.chunk.text for c in candidates], scores,
                                          query=question,
-                                         tiers=[c.chunk.tier for c in candidates])
+                                         tiers=[c.chunk.tier for c in candidates],
+                                         extras=[() if copy is None else (copy.hit(),)
+                                                 for copy in copies])
         config = self.config
         run.trace.ring1 = Ring1Trace(
             config=Ring1Config(theta=config.theta, flag_theta=config.flag_theta,

@@ -16,7 +16,7 @@ import hashlib
 import numpy as np
 
 from trishield.kb.indexes import DenseIndex
-from trishield.kb.screening import ReferenceSample
+from trishield.kb.screening import ReferenceSample, StoredNeighbour
 from trishield.kb.store import Store
 
 REFERENCE_SIZE = 2000
@@ -66,11 +66,15 @@ class StoredNeighbourhood:
 
     def nearest(self, vectors: np.ndarray, k: int, *,
                 also_excluding: str | None = None) -> np.ndarray:
+        scores, _ = self._dense.search_many(vectors, k, excluding=self._excluding(also_excluding))
+        return scores
+
+    def _excluding(self, also_excluding: str | None) -> np.ndarray:
+        """Chunk row ids of the batch's writer (and ``also_excluding``), read once."""
         if also_excluding not in self._excluded:
             self._excluded[also_excluding] = self._store.chunk_pks_of(
                 {self._writer} | ({also_excluding} if also_excluding is not None else set()))
-        scores, _ = self._dense.search_many(vectors, k, excluding=self._excluded[also_excluding])
-        return scores
+        return self._excluded[also_excluding]
 
     def reference(self) -> ReferenceSample:
         counts = self._documents_per_writer()
@@ -89,3 +93,20 @@ class StoredNeighbourhood:
             writers += [name] * len(pks)
         return ReferenceSample(self._store.document_vectors(chosen, self._dimension),
                                tuple(writers))
+
+    def nearest_documents(self, vectors: np.ndarray, k: int) -> list[list[StoredNeighbour]]:
+        scores, ids = self._dense.search_many(vectors, k, excluding=self._excluding(None))
+        chunks = self._store.chunks_by_pk(sorted({int(i) for i in ids.ravel() if i >= 0}))
+        texts = self._store.document_texts({chunk.doc_id for chunk in chunks.values()})
+        found: list[list[StoredNeighbour]] = []
+        for row_scores, row_ids in zip(scores, ids, strict=True):
+            row: dict[str, StoredNeighbour] = {}
+            for score, pk in zip(row_scores, row_ids, strict=True):
+                chunk = chunks.get(int(pk))
+                if chunk is None or chunk.doc_id in row:
+                    continue
+                row[chunk.doc_id] = StoredNeighbour(
+                    doc_id=chunk.doc_id, chunk_id=chunk.chunk_id, writer=chunk.writer,
+                    tier=chunk.tier, text=texts[chunk.doc_id], similarity=float(score))
+            found.append(list(row.values()))
+        return found

@@ -47,6 +47,22 @@ class ReferenceSample:
         return len(self.writers)
 
 
+@dataclass(frozen=True)
+class StoredNeighbour:
+    """A stored document near a new one, written by another writer: what a screener needs to
+    tell whether the new document copies it, and whose text it would be copying."""
+
+    doc_id: str
+    chunk_id: str
+    """The document's chunk nearest to the new document."""
+    writer: str
+    tier: str
+    text: str
+    """The whole stored document, as written."""
+    similarity: float
+    """Cosine similarity of the new document's vector to :attr:`chunk_id`."""
+
+
 class Neighbourhood(Protocol):
     """What a batch may be compared with: the documents the KB stored *before* the batch, by
     writers other than the batch's writer.
@@ -76,6 +92,12 @@ class Neighbourhood(Protocol):
     def reference(self) -> ReferenceSample:
         """A deterministic sample of stored documents by writers other than :attr:`writer`,
         capped per writer."""
+        ...
+
+    def nearest_documents(self, vectors: np.ndarray, k: int) -> list[list[StoredNeighbour]]:
+        """For each row of ``vectors``, the stored documents by writers other than
+        :attr:`writer` that own its ``k`` nearest chunks: one entry per document (its
+        nearest chunk), best first."""
         ...
 
 

@@ -188,6 +188,17 @@ class Store:
                 vectors[row] = mean / (np.linalg.norm(mean) or 1.0)
         return vectors
 
+    def document_texts(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """``doc_id -> text`` of the stored documents among ``doc_ids``."""
+        keys = sorted(set(doc_ids))
+        found: dict[str, str] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.connection.execute(
+                f"SELECT doc_id, text FROM documents WHERE doc_id IN ({marks})", part))
+        return found
+
     def embeddings_of(self, pks: Sequence[int], dimension: int) -> dict[int, np.ndarray]:
         found: dict[int, np.ndarray] = {}
         for start in range(0, len(pks), 500):

@@ -21,6 +21,7 @@ from trishield.rings.config_types import CONFIG, Unit
 from trishield.rings.outlier import outlier_scores as outlier_scores  # re-exported
 from trishield.rings.outlier import stored_outlier_scores
 from trishield.rings.patterns import PatternHit, PatternWeights, detect_patterns, pattern_score
+from trishield.rings.tamper import TamperConfig, tampered_copies
 from trishield.text import words
 
 HEAPS_K = 1.734
@@ -48,6 +49,9 @@ class GuardConfig:
     quarantine_trusted: bool = False
     """Trusted writers are accountable: their documents are scored but never quarantined."""
     patterns: PatternWeights = field(default_factory=PatternWeights)
+    tamper: TamperConfig = field(default_factory=TamperConfig)
+    """The tampered-copy detector (:mod:`trishield.rings.tamper`); its hit joins the
+    pattern detectors' noisy-OR."""
 
 
 def perplexity_score(text: str) -> dict[str, float]:
@@ -107,11 +111,12 @@ class IngestGuard:
 
     def judge(self, subject: str, text: str, *, s_out: float | None = None,
               query: str | None = None, tier: str = "neutral",
-              notes: Sequence[str] = ()) -> GuardVerdict:
-        """One verdict; ``notes`` are extra reasons (why a signal could not be measured)."""
+              notes: Sequence[str] = (), extra: Sequence[PatternHit] = ()) -> GuardVerdict:
+        """One verdict; ``notes`` are extra reasons (why a signal could not be measured),
+        ``extra`` hits of detectors that need more than the text (a tampered copy)."""
         config = self.config
         perplexity = perplexity_score(text)
-        hits = tuple(detect_patterns(text, query=query, weights=config.patterns))
+        hits = (*detect_patterns(text, query=query, weights=config.patterns), *extra)
         s_pat = pattern_score(list(hits))
         combined = (config.w_perp * perplexity["s_perp_len"] + config.w_pat * s_pat
                     + config.w_out * (s_out or 0.0))
@@ -134,19 +139,27 @@ class IngestGuard:
 
     def judge_many(self, subjects: Sequence[str], texts: Sequence[str],
                    outliers: Sequence[float | None], *, query: str | None = None,
-                   tiers: Sequence[str] | None = None,
-                   notes: Sequence[str] = ()) -> list[GuardVerdict]:
+                   tiers: Sequence[str] | None = None, notes: Sequence[str] = (),
+                   extras: Sequence[Sequence[PatternHit]] | None = None) -> list[GuardVerdict]:
         tiers = tiers or ["neutral"] * len(texts)
-        return [self.judge(s, t, s_out=o, query=query, tier=tier, notes=notes)
-                for s, t, o, tier in zip(subjects, texts, outliers, tiers, strict=True)]
+        extras = extras or [()] * len(texts)
+        return [self.judge(s, t, s_out=o, query=query, tier=tier, notes=notes, extra=e)
+                for s, t, o, tier, e in zip(subjects, texts, outliers, tiers, extras,
+                                            strict=True)]
 
     def screen(self, ids: Sequence[str], texts: Sequence[str], *, tiers: Sequence[str],
                embeddings: np.ndarray, neighbourhood: Neighbourhood) -> list[GuardVerdict]:
         """Ring 1 at ingest (the KB's ``Screener``): each document alone, plus ``S_out``, its
         distance from what the KB stores from other writers (``stored_outlier_scores``); where
-        the KB cannot say yet, ``S_out`` is None and the reasons say why."""
+        the KB cannot say yet, ``S_out`` is None and the reasons say why. A document that
+        copies another writer's stored document with a fact changed scores
+        ``tampered_copy``, with the changed words as evidence."""
         outliers = stored_outlier_scores(embeddings, neighbourhood)
         scores = ([None] * len(ids) if outliers.scores is None
                   else [float(o) for o in outliers.scores])
         notes = () if outliers.note is None else (outliers.note,)
-        return self.judge_many(list(ids), list(texts), scores, tiers=list(tiers), notes=notes)
+        copies = tampered_copies(list(ids), list(texts), list(tiers), embeddings,
+                                 neighbourhood, self.config.tamper)
+        extras = [() if copy is None else (copy.hit(),) for copy in copies]
+        return self.judge_many(list(ids), list(texts), scores, tiers=list(tiers), notes=notes,
+                               extras=extras)
