@@ -49,8 +49,9 @@ SECTIONS = ("retrieval", "ring1", "ring2", "ring3", "panel")
 RETRIEVAL_KEYS = ("pool", "context")
 """Ring 2's keys shown under ``[retrieval]``; the others are shown under ``[ring2]``. Either
 section accepts any of them, as it always has."""
-NOT_IN_FILE = frozenset({"patterns"})
-"""Fields that the file cannot set (Ring 1's per-detector weights are calibrated in code)."""
+NOT_IN_FILE = frozenset({"patterns", "tamper"})
+"""Fields that the file cannot set (Ring 1's per-detector weights and the tampered-copy
+thresholds are calibrated in code)."""
 
 _Config = TypeVar("_Config")
 
