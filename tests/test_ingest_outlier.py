@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from screening_support import RecordingGuard
 from trishield.demo import corpus_dir
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.screening import Neighbourhood, ReferenceSample, StoredNeighbour
@@ -50,23 +51,9 @@ def kb_copy(base_kb: Path, tmp_path: Path):
     return copy
 
 
-class _Recording:
-    """Ring 1, keeping every verdict (an ingest report only lists the blocked ones)."""
-
-    def __init__(self) -> None:
-        self.guard = IngestGuard()
-        self.verdicts: dict[str, GuardVerdict] = {}
-
-    def screen(self, ids, texts, *, tiers, embeddings, neighbourhood):
-        verdicts = self.guard.screen(ids, texts, tiers=tiers, embeddings=embeddings,
-                                     neighbourhood=neighbourhood)
-        self.verdicts.update((v.subject, v) for v in verdicts)
-        return verdicts
-
-
 def _screen(directory: Path, batches: Sequence[Sequence[Document]],
             writer: str = "mallory") -> dict[str, GuardVerdict]:
-    recording = _Recording()
+    recording = RecordingGuard()
     with KnowledgeBase.open(directory) as kb:
         for batch in batches:
             kb.ingest(list(batch), writer=writer, guard=recording)

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import trishield
+from screening_support import RecordingGuard
 from trishield.kb import Document, KnowledgeBase
-from trishield.rings.ingest_guard import GuardVerdict, IngestGuard
+from trishield.rings.ingest_guard import GuardVerdict
 from trishield.rings.tamper import TamperConfig, align, classify, tamper_weight, tokens
 
 ORIGINAL = Document(id="wiki:lindmouth", text=(
@@ -45,24 +46,10 @@ def base_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-class _Recording:
-    """Ring 1, keeping every verdict (an ingest report lists only the blocked ones)."""
-
-    def __init__(self) -> None:
-        self.guard = IngestGuard()
-        self.verdicts: dict[str, GuardVerdict] = {}
-
-    def screen(self, ids, texts, *, tiers, embeddings, neighbourhood):
-        verdicts = self.guard.screen(ids, texts, tiers=tiers, embeddings=embeddings,
-                                     neighbourhood=neighbourhood)
-        self.verdicts.update((v.subject, v) for v in verdicts)
-        return verdicts
-
-
 def _ingest(base: Path, tmp_path: Path, documents: list[Document], *, writer: str,
-            tier: str = "untrusted", name: str = "kb") -> tuple[KnowledgeBase, _Recording]:
+            tier: str = "untrusted", name: str = "kb") -> tuple[KnowledgeBase, RecordingGuard]:
     directory = Path(shutil.copytree(base, tmp_path / name))
-    recording = _Recording()
+    recording = RecordingGuard()
     kb = KnowledgeBase.open(directory)
     kb.ingest(documents, tier=tier, writer=writer, guard=recording)
     return kb, recording
@@ -161,7 +148,7 @@ def test_a_copy_of_a_less_trusted_writers_text_is_flagged_not_blocked(tmp_path: 
     directory = tmp_path / "untrusted-original"
     with KnowledgeBase.open(directory, create=True) as kb:
         kb.ingest([ORIGINAL, OTHER], tier="untrusted", writer="anonymous")
-    recording = _Recording()
+    recording = RecordingGuard()
     with KnowledgeBase.open(directory) as kb:
         kb.ingest([_edit("1998", "2003")], tier="neutral", writer="editor", guard=recording)
     verdict = recording.verdicts["copy"]
