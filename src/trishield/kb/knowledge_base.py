@@ -488,6 +488,10 @@ class KnowledgeBase:
                 "dense_index": self.settings.dense_index}
 
     # -- reading for higher layers (so that nothing outside kb/ runs SQL on the store) -------
+    def documents_per_writer(self) -> dict[str, int]:
+        """``writer -> stored documents``: a writer's track record when evidence is weighed."""
+        return self.store.documents_per_writer()
+
     def document_ids(self) -> list[str]:
         """Ids of every stored document (not the quarantined or deleted ones), oldest first."""
         rows = self.store.connection.execute("SELECT doc_id FROM documents ORDER BY pk")

@@ -37,6 +37,10 @@ class StoredChunk:
     char_start: int
     char_end: int
     provenance: str = ""
+    batch: int | None = None
+    """The ingest batch and time of the chunk's document: evidence independence and
+    precedence read them (``None`` for passages that never went through a TriShield KB)."""
+    ingested_at: float | None = None
 
     @property
     def chunk_id(self) -> str:
@@ -257,7 +261,7 @@ class Store:
             marks = ",".join("?" * len(part))
             rows = self.connection.execute(
                 "SELECT c.pk, d.doc_id, c.chunk_index, c.text, d.title, d.tier, d.writer, "
-                "c.char_start, c.char_end, d.provenance "
+                "c.char_start, c.char_end, d.provenance, d.batch_id, d.ingested_at "
                 "FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
                 f"WHERE c.pk IN ({marks})", part)
             for row in rows:
