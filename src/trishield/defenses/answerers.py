@@ -20,7 +20,15 @@ from trishield.rings.consensus import (
     Vote,
     presented_to,
 )
-from trishield.rings.evidence import Evidence, Item, Source, Verdict, answer_states
+from trishield.rings.evidence import (
+    TIER_ORDER,
+    ClaimSide,
+    Evidence,
+    Item,
+    Source,
+    Verdict,
+    answer_states,
+)
 from trishield.stages import ContextPassage, Outcome, Run
 from trishield.trace import CallRow, EvidenceTrace, GateTrace, Ring3Trace, VoteRow, WeighingRow
 
@@ -131,6 +139,7 @@ class PanelConsensus:
         reader = self.readers[0]
         claims: dict[str, list[int]] = {}
         rounds: list[Round] = []
+        silent: list[Source] = []
         for source in sides[:self.config.max_sources]:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
             passages = [evidence_passage(evidence.items[i]) for i in members[:5]]
@@ -139,6 +148,7 @@ class PanelConsensus:
                                 0.0 if vote.refused else 1.0,
                                 None if vote.refused else vote.answer))
             if vote.refused:
+                silent.append(source)
                 continue
             label = next((known for known in claims
                           if same_answer(known, vote.answer, question)), vote.answer)
@@ -157,6 +167,13 @@ class PanelConsensus:
         if verdict.outcome not in ("stands", "unopposed"):
             result = ConsensusResult(None, True, verdict.reason, rounds)
             return self._finish(run, result, [])
+        if (heavier := outweighed_by_silence(verdict.support, silent)) is not None:
+            result = ConsensusResult(None, True, (
+                f"insufficient evidence: {verdict.support.label!r} rests on lighter sources "
+                f"(weight {verdict.support.weight:.2f}) while a heavier source about the "
+                f"question ({'+'.join(heavier.writers)}, {heavier.tier}, weight "
+                f"{heavier.weight:.2f}) gives no answer"), rounds)
+            return self._finish(run, result, [])
         winners = [evidence_passage(evidence.items[i])
                    for source in verdict.support.sources for i in source.members]
         result = self.consensus.check_evidence(question, [verdict.support.label], winners,
@@ -173,6 +190,18 @@ class PanelConsensus:
             run.calls.extend(vote_call(vote) for vote in round_.votes)
         citations = sorted({p.doc_id for p in context if p.id in set(result.support)})
         return Outcome(result.answer, result.refused, result.reason, citations)
+
+
+def outweighed_by_silence(claim: ClaimSide, silent: Sequence[Source]) -> Source | None:
+    """A source about the question that declined to answer and outweighs the claim (higher
+    tier, or the same tier and more weight): then the claim rests on the lighter evidence
+    and is not believed. Silence is no contradiction, but an attacker's passages always
+    speak, and the truth is often only implied by the heavier source."""
+    for source in silent:
+        theirs, ours = TIER_ORDER[source.tier], TIER_ORDER[claim.top_tier or "untrusted"]
+        if theirs > ours or (theirs == ours and source.weight > claim.weight):
+            return source
+    return None
 
 
 def record_verdict(run: Run, evidence: Evidence, verdict: Verdict) -> None:
