@@ -18,7 +18,7 @@ from rich.table import Table
 
 from trishield import config
 from trishield.defenses import DEFENSES
-from trishield.errors import TriShieldError
+from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
 from trishield.kb.retrieval import BACKENDS
 from trishield.rings.consensus import GATE_MODES
@@ -399,8 +399,9 @@ def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
               help="Address to listen on (loopback by default; put TLS in front for more).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--max-body-bytes", type=click.IntRange(min=1024),
-              default=8 * 1024 * 1024, show_default=True,
-              help="Largest accepted ingest body; larger ones get 413.")
+              default=1024 * 1024, show_default=True,
+              help="Largest accepted ingest body; larger ones get 413 (it bounds how long one "
+                   "write holds the writer).")
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
               help="KB handles for concurrent requests.")
 @click.option("--max-concurrent-asks", type=click.IntRange(1, 64), default=2,
@@ -583,6 +584,32 @@ def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | N
     out_path.write_text(text + "\n", encoding="utf-8")
     errors.print(f"signed {len(batch.documents)} document(s) as {escape(publisher)} -> "
                  f"{out_path}")
+
+
+@cli.command()
+@kb_option
+@json_option
+def repair(kb_dir: Path, json_output: bool) -> None:
+    """Check the search indexes of --kb against their checksums and the database, and rebuild
+    and save them when they are missing, stale or damaged (a truncated or emptied file)."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        before = kb.check_indexes()
+        rebuilt = not before["intact"]
+        if rebuilt:
+            kb.repair()
+        after = kb.check_indexes()
+    if not after["intact"]:  # only a bug or a disk that lies gets here
+        raise KnowledgeBaseError(f"the indexes of {kb_dir} are still damaged after a rebuild")
+    report = {"generation": after["generation"], "indexes_were": (
+        "intact" if not rebuilt else "damaged" if before["present"] else "missing"),
+        "rebuilt": rebuilt}
+    if json_output:
+        _print_json(report)
+        return
+    console.print(f"indexes of generation {report['generation']} were {report['indexes_were']}"
+                  + ("; rebuilt from the database and saved" if rebuilt else "; nothing to do"))
 
 
 @cli.command()

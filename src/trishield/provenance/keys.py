@@ -19,6 +19,7 @@ a read-only directory (there, if an old WAL-mode file cannot be opened otherwise
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -138,10 +139,10 @@ class KeyStore:
             return
         with self._connect(write=True) as connection:
             connection.executescript(_SCHEMA)
-            try:  # files made in WAL mode by earlier versions: readers then write nothing
+            # files made in WAL mode by earlier versions: then readers write nothing; if
+            # another process has it open, the next start converts it
+            with contextlib.suppress(sqlite3.OperationalError):
                 connection.execute("PRAGMA journal_mode=DELETE")
-            except sqlite3.OperationalError:
-                pass  # another process has it open; the next start converts it
         if fresh:
             os.chmod(self.path, 0o600)
 
