@@ -412,12 +412,18 @@ def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
 @click.option("--allow-members", help="Comma-separated members a request may choose "
               "(default: the default panel's members and extractive).")
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
+@click.option("--write-backlog", type=click.IntRange(0, 1000), default=8, show_default=True,
+              help="Writes that may wait behind the running one; more get 503.")
+@click.option("--lock-timeout", type=click.FloatRange(0.1, 3600), default=10.0,
+              show_default=True, help="Seconds a write waits for the KB lock held by another "
+                                      "process before 503.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
 @config_option
 def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_concurrent_asks: int, panel_option: str | None, allow_members: str | None,
-          no_cache: bool, log_level: str, config_file: Path | None) -> None:
+          no_cache: bool, write_backlog: int, lock_timeout: float, log_level: str,
+          config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
     from trishield.llm.panel import parse_panel_option
     from trishield.service.runtime import ServiceConfig
@@ -429,7 +435,8 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
     allowed = tuple(parse_panel_option(allow_members)) if allow_members else None
     run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,
                              workers=workers, max_concurrent_asks=max_concurrent_asks,
-                             allowed_members=allowed, use_cache=not no_cache),
+                             allowed_members=allowed, use_cache=not no_cache,
+                             write_backlog=write_backlog, lock_timeout_s=lock_timeout),
                host=host, port=port, log_level=log_level, console=errors)
 
 

@@ -92,7 +92,10 @@ class DenseIndex:
         return scores, ids.astype(np.int64)
 
     def save(self, path: Path) -> None:
-        _atomic_write(path, lambda temporary: faiss.write_index(self.index, str(temporary)))
+        # serialised in memory and written by Python, so that a failed write (a full disk) is
+        # an OSError with its errno, not FAISS's generic RuntimeError
+        data = faiss.serialize_index(self.index)
+        _atomic_write(path, lambda temporary: temporary.write_bytes(data.tobytes()))
 
     @classmethod
     def load(cls, path: Path, kind: str, dimension: int) -> DenseIndex:

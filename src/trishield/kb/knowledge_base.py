@@ -63,6 +63,9 @@ EMBED_SLICE = 256
 """Chunks embedded between two checks of a write's time limit."""
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
+FAULT_RESUME_ENV = "TRISHIELD_FAULT_RESUME"
+"""With the pause hook: a file whose appearance lets the paused process go on (to change the
+machine under it, a full disk for instance, and watch what the rest of the write does)."""
 log = logging.getLogger("trishield.kb")
 
 
@@ -125,9 +128,15 @@ class IngestReport:
 
 
 def _fault_point(phase: str) -> None:
-    if os.environ.get(FAULT_PAUSE_ENV) == phase:
-        print(f"FAULT-PAUSE {phase}", file=sys.stderr, flush=True)
-        time.sleep(3600)
+    if os.environ.get(FAULT_PAUSE_ENV) != phase:
+        return
+    resume = os.environ.get(FAULT_RESUME_ENV)
+    if resume and Path(resume).exists():
+        return
+    print(f"FAULT-PAUSE {phase}", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline and not (resume and Path(resume).exists()):
+        time.sleep(0.05)
 
 
 class KnowledgeBase:
