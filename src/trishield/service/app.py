@@ -1,8 +1,11 @@
 """The ASGI app: the HTTP API over one knowledge base, its metrics and the trace viewer.
 
 Routes are plain (synchronous) functions, so FastAPI runs them in its thread pool and the
-event loop stays free; :mod:`trishield.service.runtime` bounds what runs at once. The OpenAPI
-document is at ``/openapi.json`` (``/docs`` shows it), the viewer at ``/viewer/``.
+event loop stays free; :mod:`trishield.service.runtime` bounds what runs at once. Routes that
+write are coroutines that run the route on the writer thread (``state.writes.serialised``).
+The OpenAPI document is at ``/openapi.json``, a script-free reference page rendered from it at
+``/docs`` (:mod:`trishield.service.docs_page` says why not Swagger UI), the viewer at
+``/viewer/``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Response
 from fastapi import Path as PathParam
-from fastapi.responses import RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from trishield import __version__
@@ -24,6 +27,7 @@ from trishield.kb.loaders import validate_document
 from trishield.provenance.keys import ApiKey, Role
 from trishield.provenance.signing import ProvenanceClaim, decide_provenance
 from trishield.rings.ingest_guard import IngestGuard
+from trishield.service import docs_page
 from trishield.service import models as m
 from trishield.service.auth import bearer_scheme, require
 from trishield.service.http import BodyGuard, Instrumentation, error_body, install_error_handlers
@@ -60,7 +64,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                   description="Retrieval-Augmented Generation defended by three rings, for "
                               "a knowledge base with many writers. Every answer carries its "
                               "trace.",
-                  dependencies=[Depends(bearer_scheme)])
+                  dependencies=[Depends(bearer_scheme)], docs_url=None, redoc_url=None)
     app.state.runtime = state
     install_error_handlers(app)
     reader = Depends(require(state, Role.READER, "reading"))
@@ -211,6 +215,14 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                                     body.defense).ask(body.question)
         state.metrics.record_answer(body.defense, answer)
         return answer.as_dict()
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return HTMLResponse(docs_page.render(app.openapi(), stylesheet_url="/docs/style.css"))
+
+    @app.get("/docs/style.css", include_in_schema=False)
+    def docs_style() -> Response:
+        return Response(docs_page.STYLESHEET, media_type="text/css")
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
