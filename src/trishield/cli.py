@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -785,6 +786,10 @@ def main() -> None:
     except OSError as error:
         errors.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
         sys.exit(1)
+    except sqlite3.Error as error:  # one the KB layer did not translate: still no traceback
+        errors.print(f"[red]error:[/] the database cannot be used: {escape(str(error))}",
+                     soft_wrap=True)
+        sys.exit(KnowledgeBaseError.exit_code)
 
 
 if __name__ == "__main__":
