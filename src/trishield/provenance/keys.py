@@ -133,8 +133,8 @@ class KeyStore:
         if not self.path.parent.is_dir():
             raise InputError(f"{self.path.parent} is not a directory")
         fresh = not self.path.exists()
-        self.read_only = not fresh and not (os.access(self.path.parent, os.W_OK)
-                                            and os.access(self.path, os.W_OK))
+        self.read_only = not os.access(self.path.parent, os.W_OK) or (
+            not fresh and not os.access(self.path, os.W_OK))
         if self.read_only:
             return
         with self._connect(write=True) as connection:
@@ -162,6 +162,10 @@ class KeyStore:
             connection.close()
 
     def _open_read_only(self) -> sqlite3.Connection:
+        if not self.path.exists():  # a read-only directory that never had keys: none exist
+            empty = sqlite3.connect(":memory:", isolation_level=None)
+            empty.executescript(_SCHEMA)
+            return empty
         uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro"
         connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
         try:
