@@ -151,6 +151,7 @@ def run_mixed(seconds: float, *, askers: int, searchers: int, writers: int,
     statuses: dict[str, Counter] = {name: Counter() for name in
                                     ("healthz", "search", "ask", "ingest")}
     latencies: dict[str, list[float]] = {name: [] for name in statuses}
+    sent: Counter = Counter()
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -179,6 +180,8 @@ def run_mixed(seconds: float, *, askers: int, searchers: int, writers: int,
                     if callable(body):
                         body = body(number)
                     number += 1
+                    with lock:
+                        sent[name] += 1
                     started = time.perf_counter()
                     try:
                         response = client.request(method, path, json=body)
@@ -209,19 +212,20 @@ def run_mixed(seconds: float, *, askers: int, searchers: int, writers: int,
             stop.wait(seconds)
         finally:
             stop.set()
+            wall = time.perf_counter() - started
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:  # a write still embedding
                 process.kill()
                 process.wait(timeout=30)
-        wall = time.perf_counter() - started
     figures: dict[str, object] = {"seconds": round(wall, 1), "askers": askers,
                                   "searchers": searchers, "writers": writers,
                                   "max_body_bytes": max_body_bytes}
     for name in statuses:
         counts = statuses[name]
         figures[name] = {"requests": sum(counts.values()), "statuses": dict(counts),
+                         "unanswered_at_end": sent[name] - sum(counts.values()),
                          "5xx": sum(n for s, n in counts.items() if s.startswith("5")),
                          "500": counts.get("500", 0)} | _percentiles(latencies[name])
     return figures
@@ -259,9 +263,10 @@ def main() -> None:
               f"p99 {health['p99_ms']} ms, max {health['max_ms']} ms")
         for name in ("healthz", "search", "ask", "ingest"):
             row = figures[name]
-            print(f"{name:<8} requests {row['requests']:>5}  5xx {row['5xx']:>4}  "
+            print(f"{name:<8} answered {row['requests']:>5}  5xx {row['5xx']:>4}  "
                   f"500 {row['500']:>3}  p50 {row['p50_ms']:>9.1f} ms  "
-                  f"p99 {row['p99_ms']:>9.1f} ms  statuses {row['statuses']}")
+                  f"p99 {row['p99_ms']:>9.1f} ms  statuses {row['statuses']}  "
+                  f"in flight at the end {row['unanswered_at_end']}")
         MIXED_RESULTS.parent.mkdir(exist_ok=True)
         MIXED_RESULTS.write_text(json.dumps({"machine": {"cpus": os.cpu_count(),
                                                          "python": platform.python_version()},
