@@ -160,3 +160,22 @@ def test_read_methods_for_higher_layers(demo_kb_dir: Path) -> None:
         pks, vectors = kb.store.all_embeddings(kb.dimension)
         by_pk = dict(zip(pks.tolist(), vectors, strict=True))
         assert all(np.array_equal(vector, by_pk[pk]) for pk, vector in found.items())
+
+
+def test_a_damaged_index_file_fails_its_checksum_and_is_rebuilt(demo_kb_dir: Path) -> None:
+    """One flipped byte keeps the file's size and may even load: only the checksum tells."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        generation = kb.store.generation()
+        assert kb.check_indexes() == {"generation": generation, "present": True,
+                                      "intact": True}
+    dense = demo_kb_dir / f"dense-{generation}.faiss"
+    data = bytearray(dense.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    dense.write_bytes(bytes(data))
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        assert kb.check_indexes()["intact"] is False
+        results = kb.search("parental leave", backend="hybrid", k=3)
+        assert results and results[0].doc_id in {"leave-policy", "employee-handbook"}
+        assert dense.read_bytes() == bytes(data)  # the reader rebuilt in memory only
+        assert kb.repair() == generation
+        assert kb.check_indexes()["intact"] is True

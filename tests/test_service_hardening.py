@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service_support import Keys, ServerProcess, bearer, copy_kb, policy_batch
+from service_support import REFUND_QUESTION, Keys, ServerProcess, bearer, copy_kb, policy_batch
 from trishield.kb import KnowledgeBase
 from trishield.kb.knowledge_base import FAULT_RESUME_ENV
 
@@ -63,8 +63,8 @@ def _timed(call) -> tuple[httpx.Response, float]:
 
 def test_writes_blocked_by_an_outside_lock_starve_nothing(server) -> None:
     """Issue 17 item 3: 42 posts while another process holds kb.lock used to take every
-    request thread (and hang for as long as the lock was held): /healthz and search timed
-    out. Now /healthz and search answer at once and every write gets a quick 503."""
+    request thread (and hang for as long as the lock was held): /healthz, search and ask timed
+    out. Now they answer at once and every write gets a quick 503."""
     process, keys, kb_dir = server
     with (kb_dir / "kb.lock").open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # this test process is the "outside process"
@@ -78,11 +78,15 @@ def test_writes_blocked_by_an_outside_lock_starve_nothing(server) -> None:
                 search, search_s = _timed(lambda: httpx.post(
                     f"{process.url}/v1/search", headers=bearer(keys.reader),
                     json={"query": "exchanged within days", "k": 3}, timeout=10))
+                ask, ask_s = _timed(lambda: httpx.post(
+                    f"{process.url}/v1/ask", headers=bearer(keys.reader),
+                    json={"question": REFUND_QUESTION, "panel": ["extractive"]}, timeout=30))
                 results = [future.result() for future in posts]
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
     assert health.status_code == 200 and health_s < 1.0, (health.status_code, health_s)
     assert search.status_code == 200 and search_s < 5.0, (search.status_code, search_s)
+    assert ask.status_code == 200 and ask_s < 10.0, (ask.status_code, ask_s)
     statuses = Counter(r.status_code for r in results)
     assert statuses == Counter({503: 42}), statuses
     assert all(int(r.headers["retry-after"]) >= 1 for r in results)

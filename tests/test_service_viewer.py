@@ -174,3 +174,20 @@ def test_quarantine_page_lists_and_releases_for_admins(live_app, browser) -> Non
     held[0].find_element(By.CSS_SELECTOR, "button[data-release]").click()
     _wait(browser, lambda d: "released held/" in d.find_element(By.ID, "status").text)
     assert "audited as ada" in browser.find_element(By.ID, "status").text
+
+
+def test_docs_page_renders_in_the_browser(live_app, browser) -> None:
+    """Issue 17 item 11: /docs was blank in a browser (Swagger UI from a CDN, started by an
+    inline script that the service's CSP blocks). Now the page shows every endpoint, styled
+    by its same-origin stylesheet."""
+    from selenium.webdriver.common.by import By
+
+    url, _ = live_app
+    browser.get(f"{url}/docs")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".op"), timeout=30)
+    assert "TriShield" in browser.find_element(By.TAG_NAME, "h1").text
+    paths = {element.text for element in browser.find_elements(By.CSS_SELECTOR, ".op .path")}
+    assert {"/v1/documents", "/v1/ask", "/v1/search", "/healthz"} <= paths
+    border = browser.find_element(By.CSS_SELECTOR, ".op").value_of_css_property("border-top-style")
+    assert border == "solid"  # the stylesheet loaded under the CSP
+    _screenshot(browser, "docs")
