@@ -82,8 +82,12 @@ def browser() -> Iterator:
                     "installs them)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    # the driver path is given (Service(CHROMEDRIVER)), so Selenium Manager never runs and
+    # never looks for a driver online; these keep Chromium itself off the network too
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1400,1000", "--hide-scrollbars"):
+                     "--disable-gpu", "--window-size=1400,1000", "--hide-scrollbars",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync"):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)

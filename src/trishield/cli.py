@@ -120,6 +120,8 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
                       f"{escape('; '.join(held['reasons']))}")
     for name in skipped:
         console.print(f"[yellow]not ingested (not .txt/.md):[/] {escape(name)}")
+    for warning in report.warnings:
+        errors.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
                   f"(generation {stats['generation']}, {stats['embedding_model']}).")
 
@@ -418,13 +420,16 @@ def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
 @click.option("--lock-timeout", type=click.FloatRange(0.1, 3600), default=10.0,
               show_default=True, help="Seconds a write waits for the KB lock held by another "
                                       "process before 503.")
+@click.option("--write-time-limit", type=click.FloatRange(1, 86400), default=600.0,
+              show_default=True, help="Seconds after which an ingest stops embedding and "
+                                      "gets 503 (nothing written).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
 @config_option
 def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_concurrent_asks: int, panel_option: str | None, allow_members: str | None,
-          no_cache: bool, write_backlog: int, lock_timeout: float, log_level: str,
-          config_file: Path | None) -> None:
+          no_cache: bool, write_backlog: int, lock_timeout: float, write_time_limit: float,
+          log_level: str, config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
     from trishield.llm.panel import parse_panel_option
     from trishield.service.runtime import ServiceConfig
@@ -437,7 +442,8 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
     run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,
                              workers=workers, max_concurrent_asks=max_concurrent_asks,
                              allowed_members=allowed, use_cache=not no_cache,
-                             write_backlog=write_backlog, lock_timeout_s=lock_timeout),
+                             write_backlog=write_backlog, lock_timeout_s=lock_timeout,
+                             write_time_limit_s=write_time_limit),
                host=host, port=port, log_level=log_level, console=errors)
 
 
