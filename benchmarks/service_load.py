@@ -250,7 +250,9 @@ def main() -> None:
     parser.add_argument("--searchers", type=int, default=4)
     parser.add_argument("--writers", type=int, default=3,
                         help="Concurrent posts of maximum-size documents (mixed load).")
-    parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024)
+    parser.add_argument("--max-body-bytes", type=int, default=512 * 1024,
+                        help="The server's body limit, and so the size of each write "
+                             "(mixed load; default: the service's default).")
     options = parser.parse_args()
 
     if options.mixed:

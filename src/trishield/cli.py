@@ -402,7 +402,7 @@ def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
               help="Address to listen on (loopback by default; put TLS in front for more).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--max-body-bytes", type=click.IntRange(min=1024),
-              default=1024 * 1024, show_default=True,
+              default=512 * 1024, show_default=True,
               help="Largest accepted ingest body; larger ones get 413 (it bounds how long one "
                    "write holds the writer).")
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
