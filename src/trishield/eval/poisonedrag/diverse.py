@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from trishield.answers import contains_answer
+from trishield.errors import InputError
 
 STYLES = ("news", "encyclopedic", "faq", "table", "quote")
 """The five styles, in the order the poisons ``0..4`` are written."""
@@ -103,6 +104,11 @@ def diverse_texts(question: str, incorrect: str, adv_texts: Sequence[str],
 
     The news report and the encyclopedic paragraph carry two different published claim
     sentences; the FAQ, table and quote state the answer in their own form."""
+    if not question.strip():
+        raise InputError("a diverse poison needs the target's question; it is empty")
+    if not incorrect.strip():
+        raise InputError(f"target question {question!r} has an empty incorrect answer: "
+                         "there is no claim to write")
     news_claim, encyclopedic_claim = _two_claims(question, incorrect, adv_texts, rng)
     claims = {"news": news_claim, "encyclopedic": encyclopedic_claim}
     texts = []

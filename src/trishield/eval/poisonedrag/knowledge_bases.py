@@ -2,9 +2,18 @@
 
 * ``base``: the clean profile (wiki5k: 5,000 Wikipedia passages incl. the targets' ground
   truth; ``mini``: the ground truth plus a seeded sample, for ``--quick``), one neutral writer.
-* per attack family, two copies of the base with that family's poisons written by the
-  untrusted attacker through the normal ingest path: ``plain`` (no Ring 1 at ingest) and
-  ``guarded`` (Ring 1 at ingest, blocked poisons go to quarantine).
+* per attack family and writer setting, two copies of the base with that family's poisons
+  written through the normal ingest path: ``plain`` (no Ring 1 at ingest) and ``guarded``
+  (Ring 1 at ingest, blocked poisons go to quarantine). Writer settings:
+
+  - ``attacker``: one untrusted writer ingests every poison in one batch;
+  - ``sybil``: every poison is ingested alone, in its own batch, by its own neutral writer
+    (a name derived from the poison id, saying nothing about the attack), and the batches
+    go round-robin over the targets (poison 0 of every target, then poison 1, ...) so one
+    target's poisons are not consecutive batches. Ring 1's outlier and tampered-copy checks
+    exclude only the *same writer's* documents, so each sybil poison is screened against
+    the base and every poison ingested before it, exactly as a real sybil attack would be.
+    Sybil KBs have their own directories and fingerprints and never mix with the others.
 
 Embedding the clean passages dominates (about five minutes for wiki5k on 2 cores), so the
 family KBs are copies of the base plus one small ingest each. A KB directory is complete
@@ -16,6 +25,7 @@ later run would trust.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import shutil
@@ -25,6 +35,7 @@ from pathlib import Path
 
 from trishield.errors import InputError
 from trishield.eval.poisonedrag.attacks import Target, get_family
+from trishield.eval.poisonedrag.conditions import WRITER_SETTINGS
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import wiki5k_documents
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
@@ -93,27 +104,63 @@ def build_base(work_dir: Path, profile: str, documents: Sequence[Document],
     return _build(work_dir / f"base-{profile}", fingerprint, make)
 
 
+def sybil_writer(doc_id: str) -> str:
+    """The sybil writer of one poison: distinct per poison id, neutral-sounding (a writer
+    name that said "attacker" would hand the defense the identity the condition withholds)."""
+    return "contributor-" + hashlib.sha256(f"sybil:{doc_id}".encode()).hexdigest()[:12]
+
+
+def sybil_batches(poisons_per_target: Sequence[Sequence[Document]]) -> list[Document]:
+    """Ingest order of a sybil KB: round-robin over the targets, one poison per batch."""
+    return [doc for layer in itertools.zip_longest(*poisons_per_target) for doc in layer
+            if doc is not None]
+
+
 def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Target],
-                 seed: int, *, guarded: bool, guard: GuardConfig | None = None) -> Path:
-    """``base`` + the family's poisons for ``targets``, by the untrusted attacker."""
+                 seed: int, *, guarded: bool, guard: GuardConfig | None = None,
+                 writers: str = "attacker") -> Path:
+    """``base`` + the family's poisons for ``targets``: by the untrusted attacker in one batch,
+    or (``writers="sybil"``) each by its own neutral writer in its own batch."""
+    if writers not in WRITER_SETTINGS:
+        raise InputError(f"unknown writer setting {writers!r}; choose from "
+                         f"{', '.join(WRITER_SETTINGS)}")
     guard = guard or GuardConfig()
-    poisons = [doc for target in targets for doc in get_family(family).poisons(target, seed)]
+    per_target = [get_family(family).poisons(target, seed) for target in targets]
+    poisons = [doc for docs in per_target for doc in docs]
     base_marker = json.loads((base / MARKER).read_text())["fingerprint"]
-    fingerprint = _fingerprint({"base": base_marker, "family": family, "guarded": guarded,
-                                "guard": asdict(guard) if guarded else None,
-                                "poisons": [[d.id, d.content_hash] for d in poisons]})
-    name = f"{base.name.removeprefix('base-')}-{family}-{'guarded' if guarded else 'plain'}"
+    parts = {"base": base_marker, "family": family, "guarded": guarded,
+             "guard": asdict(guard) if guarded else None,
+             "poisons": [[d.id, d.content_hash] for d in poisons]}
+    if writers != "attacker":  # the single-attacker fingerprints stay as they were
+        parts["writers"] = writers
+    fingerprint = _fingerprint(parts)
+    setting = "" if writers == "attacker" else f"{writers}-"
+    name = (f"{base.name.removeprefix('base-')}-{setting}{family}-"
+            f"{'guarded' if guarded else 'plain'}")
 
     def make(staging: Path) -> dict:
         shutil.copytree(base, staging, ignore=shutil.ignore_patterns(MARKER, "kb.lock"))
+        held: list[str] = []
         with KnowledgeBase.open(staging) as kb:
-            report = kb.ingest(poisons, tier="untrusted", writer=ATTACKER,
-                               source=f"attack family {family}",
-                               guard=IngestGuard(guard) if guarded else None)
-        return {"poisons": len(poisons), "quarantined": sorted(
-            q["id"] for q in report.quarantined)}
+            if writers == "attacker":
+                batches = [(poisons, "untrusted", ATTACKER)]
+            else:
+                batches = [([doc], "neutral", sybil_writer(doc.id))
+                           for doc in sybil_batches(per_target)]
+            for documents, tier, writer in batches:
+                report = kb.ingest(documents, tier=tier, writer=writer,
+                                   source=f"attack family {family}",
+                                   guard=IngestGuard(guard) if guarded else None)
+                held += [q["id"] for q in report.quarantined]
+        return {"poisons": len(poisons), "writers": writers, "batches": len(batches),
+                "quarantined": sorted(held)}
 
     return _build(work_dir / name, fingerprint, make)
+
+
+def ingest_label(family: str, writers: str) -> str:
+    """How the report names a family KB's Ring 1 ingest figures (``claim-only/sybil``)."""
+    return family if writers == "attacker" else f"{family}/{writers}"
 
 
 def quarantined(directory: Path) -> list[str]:
