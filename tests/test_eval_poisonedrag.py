@@ -275,8 +275,11 @@ class _WriterRecordingGuard(IngestGuard):
     """Ring 1 as the benchmark builds it, noting which writer each screened batch came from."""
 
     calls: ClassVar[list[tuple[list[str], str]]] = []
+    interrupt_at: ClassVar[int | None] = None  # the call that is "killed" before it commits
 
     def screen(self, ids, texts, *, tiers, embeddings, neighbourhood):
+        if len(type(self).calls) + 1 == type(self).interrupt_at:
+            raise KeyboardInterrupt
         type(self).calls.append((list(ids), neighbourhood.writer))
         return super().screen(ids, texts, tiers=tiers, embeddings=embeddings,
                               neighbourhood=neighbourhood)
@@ -292,14 +295,22 @@ def test_sybil_kb_ingests_every_poison_by_its_own_writer_in_its_own_batch(
         d for d in documents if d.id not in truth][:25]
     base = kbs.build_base(tmp_path, "mini", clean)
     monkeypatch.setattr(kbs, "IngestGuard", _WriterRecordingGuard)
-    _WriterRecordingGuard.calls = []
+    # a build interrupted at its 7th batch leaves a staging copy that the next build continues
+    _WriterRecordingGuard.calls, _WriterRecordingGuard.interrupt_at = [], 7
+    with pytest.raises(KeyboardInterrupt):
+        kbs.build_family(tmp_path, base, "published", targets, 0, guarded=True,
+                         writers="sybil")
+    assert len(_WriterRecordingGuard.calls) == 6
+    assert (tmp_path / "mini-sybil-published-guarded.building" / kbs.RESUME).is_file()
+    _WriterRecordingGuard.interrupt_at = None
     sybil = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=True,
                              writers="sybil")
+    assert not (sybil / kbs.RESUME).exists()
     single = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=True)
     assert sybil != single and "sybil" in sybil.name and "sybil" not in single.name
     poisons = [[d.id for d in get_family("published").poisons(t, 0)] for t in targets]
     # Ring 1 screened each sybil poison alone, as its own writer, round-robin over targets
-    sybil_calls = _WriterRecordingGuard.calls[:15]
+    sybil_calls = _WriterRecordingGuard.calls[:15]  # 6 before the interruption, 9 after
     assert [ids for ids, _ in sybil_calls] == [[p[n]] for n in range(5) for p in poisons]
     assert [writer for _, writer in sybil_calls] == [kbs.sybil_writer(ids[0])
                                                      for ids, _ in sybil_calls]

@@ -45,6 +45,10 @@ MINI_EXTRA = 150
 CLEAN_WRITER = "wikipedia"
 ATTACKER = "attacker"
 MARKER = "built.json"
+RESUME = "resume.json"
+"""In a staging directory that an interrupted sybil build may continue: its fingerprint."""
+SAY_EVERY = 250
+"""A sybil build reports its progress every this many batches."""
 
 
 def profile_documents(profile: str, targets: Sequence[Target], seed: int) -> list[Document]:
@@ -65,8 +69,8 @@ def _fingerprint(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _ready(directory: Path, fingerprint: str) -> bool:
-    marker = directory / MARKER
+def _ready(directory: Path, fingerprint: str, name: str = MARKER) -> bool:
+    marker = directory / name
     if not marker.is_file():
         return False
     try:
@@ -75,13 +79,19 @@ def _ready(directory: Path, fingerprint: str) -> bool:
         return False
 
 
-def _build(directory: Path, fingerprint: str, make: Callable[[Path], dict]) -> Path:
-    """Run ``make`` in a temporary sibling and rename it into place when it succeeded."""
+def _build(directory: Path, fingerprint: str, make: Callable[[Path], dict], *,
+           resumable: bool = False) -> Path:
+    """Run ``make`` in a temporary sibling and rename it into place when it succeeded.
+
+    ``resumable``: a staging directory left by an interrupted build of the *same* inputs
+    (its ``resume.json`` holds this fingerprint) is kept, and ``make`` continues it."""
     if _ready(directory, fingerprint):
         return directory
     staging = directory.with_name(directory.name + ".building")
-    shutil.rmtree(staging, ignore_errors=True)
+    if not (resumable and _ready(staging, fingerprint, RESUME)):
+        shutil.rmtree(staging, ignore_errors=True)
     facts = make(staging)
+    (staging / RESUME).unlink(missing_ok=True)
     (staging / MARKER).write_text(json.dumps({"fingerprint": fingerprint, **facts},
                                              sort_keys=True, indent=1))
     shutil.rmtree(directory, ignore_errors=True)
@@ -118,9 +128,14 @@ def sybil_batches(poisons_per_target: Sequence[Sequence[Document]]) -> list[Docu
 
 def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Target],
                  seed: int, *, guarded: bool, guard: GuardConfig | None = None,
-                 writers: str = "attacker") -> Path:
+                 writers: str = "attacker",
+                 say: Callable[[str], None] | None = None) -> Path:
     """``base`` + the family's poisons for ``targets``: by the untrusted attacker in one batch,
-    or (``writers="sybil"``) each by its own neutral writer in its own batch."""
+    or (``writers="sybil"``) each by its own neutral writer in its own batch.
+
+    A sybil KB takes one ingest per poison (thousands on wiki5k), so its build resumes after
+    an interruption: every ingest is atomic, and a poison already stored or quarantined in
+    the staging copy is skipped by the KB's own content-hash dedupe."""
     if writers not in WRITER_SETTINGS:
         raise InputError(f"unknown writer setting {writers!r}; choose from "
                          f"{', '.join(WRITER_SETTINGS)}")
@@ -137,25 +152,38 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
     setting = "" if writers == "attacker" else f"{writers}-"
     name = (f"{base.name.removeprefix('base-')}-{setting}{family}-"
             f"{'guarded' if guarded else 'plain'}")
+    screener = IngestGuard(guard) if guarded else None
 
-    def make(staging: Path) -> dict:
+    def copy_base(staging: Path) -> None:
         shutil.copytree(base, staging, ignore=shutil.ignore_patterns(MARKER, "kb.lock"))
-        held: list[str] = []
-        with KnowledgeBase.open(staging) as kb:
-            if writers == "attacker":
-                batches = [(poisons, "untrusted", ATTACKER)]
-            else:
-                batches = [([doc], "neutral", sybil_writer(doc.id))
-                           for doc in sybil_batches(per_target)]
-            for documents, tier, writer in batches:
-                report = kb.ingest(documents, tier=tier, writer=writer,
-                                   source=f"attack family {family}",
-                                   guard=IngestGuard(guard) if guarded else None)
-                held += [q["id"] for q in report.quarantined]
-        return {"poisons": len(poisons), "writers": writers, "batches": len(batches),
-                "quarantined": sorted(held)}
 
-    return _build(work_dir / name, fingerprint, make)
+    def make_single(staging: Path) -> dict:
+        copy_base(staging)
+        with KnowledgeBase.open(staging) as kb:
+            report = kb.ingest(poisons, tier="untrusted", writer=ATTACKER,
+                               source=f"attack family {family}", guard=screener)
+        return {"poisons": len(poisons), "writers": writers, "batches": 1,
+                "quarantined": sorted(q["id"] for q in report.quarantined)}
+
+    def make_sybil(staging: Path) -> dict:
+        if not (staging / RESUME).is_file():
+            copy_base(staging)
+            (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
+        order = sybil_batches(per_target)
+        with KnowledgeBase.open(staging) as kb:
+            for number, doc in enumerate(order, start=1):
+                kb.ingest([doc], tier="neutral", writer=sybil_writer(doc.id),
+                          source=f"attack family {family}", guard=screener)
+                if say is not None and number % SAY_EVERY == 0:
+                    say(f"  {name}: {number} of {len(order)} sybil batches ingested")
+            ids = {doc.id for doc in poisons}
+            held = sorted(q["id"] for q in kb.store.quarantined() if q["id"] in ids)
+        return {"poisons": len(poisons), "writers": writers, "batches": len(order),
+                "quarantined": held}
+
+    if writers == "attacker":
+        return _build(work_dir / name, fingerprint, make_single)
+    return _build(work_dir / name, fingerprint, make_sybil, resumable=True)
 
 
 def ingest_label(family: str, writers: str) -> str:

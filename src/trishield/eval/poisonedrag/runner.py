@@ -117,7 +117,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
                 f"{'Ring 1 at ingest' if guarded else 'plain'})")
             family_kbs[family, writers, guarded] = kbs.build_family(
                 options.work_dir, base, family, attacked, options.seed, guarded=guarded,
-                writers=writers)
+                writers=writers, say=say)
     stored = _stored_ids(base)
 
     checkpoint = Checkpoint(options.work_dir / f"records-{fingerprint[:16]}.jsonl", fingerprint)
