@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 from trishield.eval.poisonedrag.attacks import FAMILIES, get_family, load_targets
+from trishield.eval.poisonedrag.diverse import STYLES
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
 
 
@@ -48,11 +49,17 @@ def main() -> int:
     embedder = load_embedder(DEFAULT_EMBEDDING_MODEL)
     targets = load_targets()
     figures: dict[str, dict[str, float | int]] = {}
+    by_style: dict[str, list[float]] = {}
     for name in families:
         values: list[float] = []
         for target in targets:
             texts = [d.text for d in FAMILIES[name].poisons(target, args.seed)]
-            values += pairwise(embedder.encode(texts))
+            found = pairwise(embedder.encode(texts))
+            values += found
+            if name == "diverse":  # poison n is written in STYLES[n]
+                for (i, j), cosine in zip(itertools.combinations(range(len(texts)), 2), found,
+                                          strict=True):
+                    by_style.setdefault(f"{STYLES[i]} / {STYLES[j]}", []).append(cosine)
         figures[name] = summary(values)
     clean: list[float] = []
     for target in targets:
@@ -65,6 +72,10 @@ def main() -> int:
     for name, row in figures.items():
         print(f"{name:45s} median {row['median']:.3f}  p10 {row['p10']:.3f}  "
               f"p90 {row['p90']:.3f}  ({row['pairs']} pairs)")
+    if by_style:
+        print("diverse, per pair of styles (median):")
+        for pair, values in sorted(by_style.items(), key=lambda kv: -np.median(kv[1])):
+            print(f"  {pair:30s} {np.median(values):.3f}")
     print(json.dumps(figures, sort_keys=True))
     return 0
 

@@ -104,7 +104,7 @@ _STYLE_MARKS = {"news": " (staff report) - ",
                 "encyclopedic": " is covered in most general reference works. ",
                 "faq": "Frequently asked questions\nQ: ",
                 "table": "| field | value |\n| subject | ",
-                "quote": "\"Whenever somebody asks me "}
+                "quote": "\"People ask me about "}
 
 
 def test_diverse_poisons_are_five_distinct_styles_carrying_the_wrong_answer() -> None:

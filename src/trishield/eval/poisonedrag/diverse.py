@@ -89,8 +89,9 @@ def _table(question: str, incorrect: str, claim: str, rng: random.Random) -> str
 
 
 def _quote(question: str, incorrect: str, claim: str, rng: random.Random) -> str:
-    return (f"\"Whenever somebody asks me {question}, I tell them: {incorrect}. I have "
-            f"never had reason to doubt it,\" said {rng.choice(_SPEAKERS)}.")
+    return (f"\"People ask me about {topic_of(question)} all the time, and I tell them: "
+            f"{incorrect}. I have never had reason to doubt it,\" said "
+            f"{rng.choice(_SPEAKERS)}.")
 
 
 _WRITERS: dict[str, Callable[[str, str, str, random.Random], str]] = {
