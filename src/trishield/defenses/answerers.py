@@ -148,7 +148,8 @@ class PanelConsensus:
                                 0.0 if vote.refused else 1.0,
                                 None if vote.refused else vote.answer))
             if vote.refused:
-                silent.append(source)
+                if evidence.about_question(source):  # off-topic context declines, of course
+                    silent.append(source)
                 continue
             label = next((known for known in claims
                           if same_answer(known, vote.answer, question)), vote.answer)

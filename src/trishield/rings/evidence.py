@@ -211,6 +211,10 @@ class Evidence:
         return [i for i, item in enumerate(self.items)
                 if answer_states(answer, item.text, self.question)]
 
+    def about_question(self, source: Source) -> bool:
+        """Whether any of the source's passages is about the question (relevance >= 0.5)."""
+        return any(self.claims[i].about_question for i in source.members)
+
     def dissent_groups(self, members: Sequence[int]) -> list[list[int]]:
         """``members`` grouped into claims by their candidate answers: two passages that share
         one state the same claim (and so does a chain of such passages). Ring 2's ``S_ev``."""
@@ -222,11 +226,11 @@ class Evidence:
         return [list(group) for group in self.components(members, share)]
 
     def sides(self, include: Sequence[int] = ()) -> list[Source]:
-        """The independent sources that speak about the question (plus ``include``, the
-        context), heaviest first: more than one means the question is *contested* and each
+        """The independent sources that speak about the question (plus those of ``include``,
+        the context, that share a term with it), heaviest first: more than one means the question is *contested* and each
         source is asked for its own answer (Ring 3)."""
         members = sorted({i for i, claim in enumerate(self.claims) if claim.about_question}
-                         | set(include))
+                         | {i for i in include if self.claims[i].relevance > 0})
         return sorted(self.sources(members), key=lambda s: (-TIER_ORDER[s.tier], -s.weight,
                                                             s.members))
 
