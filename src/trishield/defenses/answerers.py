@@ -102,8 +102,9 @@ class PanelConsensus:
 
     def gate(self, run: Run, context: Sequence[ContextPassage],
              sides: Sequence[Source] = ()) -> tuple[bool, list[str]]:
-        """Whether the panel votes, and why. A contested question is answered source by
-        source instead (one call per source), so it does not need the panel."""
+        """Whether the panel votes, and why: a passage Ring 1 flagged (not blocked: blocked
+        ones never reach the context) is in the context. A contested question is answered
+        source by source instead (one call per source), so it does not need the panel."""
         reasons = []
         if len(sides) > 1:
             reasons.append(f"contested: {len(sides)} independent sources speak about the "
@@ -113,9 +114,9 @@ class PanelConsensus:
             return True, [*reasons, "gate mode 'always'"]
         if mode == "never":
             return False, [*reasons, "gate mode 'never'"]
-        if run.signals.flagged:
-            return True, [*reasons, f"Ring 1 flagged or blocked {len(run.signals.flagged)} "
-                                    "candidate(s)"]
+        flagged = [p.id for p in context if p.id in set(run.signals.flagged)]
+        if flagged:
+            return True, [*reasons, f"Ring 1 flagged {len(flagged)} context passage(s)"]
         return False, reasons or ["Rings 1-2 saw no risk: one model answers"]
 
     def answer(self, run: Run, question: str, context: list[ContextPassage]) -> Outcome:
