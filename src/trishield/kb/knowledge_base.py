@@ -27,20 +27,29 @@ from pathlib import Path
 
 import numpy as np
 
-from trishield.errors import ConflictError, InputError, KnowledgeBaseError, NotFoundError
+from trishield.errors import (
+    ConflictError,
+    ForbiddenError,
+    InputError,
+    KnowledgeBaseError,
+    NotFoundError,
+    TriShieldError,
+)
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
-from trishield.kb.store import SCHEMA_VERSION, Store
+from trishield.kb.store import SCHEMA_VERSION, Claim, Store
+from trishield.kb.unicode_checks import id_problem
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
 
 DATABASE = "kb.sqlite"
 LOCK = "kb.lock"
 MAX_K = 1000
 OUTLIER_REFERENCE_SIZE = 2000
+TIER_RANK = {Tier.UNTRUSTED.value: 0, Tier.NEUTRAL.value: 1, Tier.TRUSTED.value: 2}
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
 
@@ -99,6 +108,46 @@ class IngestReport:
             "quarantined": self.quarantined,
             "screened_by_ring1": self.screened,
         }
+
+
+def _owns(record: dict, writer: str, writer_key: str) -> bool:
+    """Whether a stored or quarantined record was written by this writer (see
+    :meth:`trishield.kb.store.Claim.owned_by`)."""
+    return Claim(record["id"], record["content_hash"], record["writer"], record["writer_key"],
+                 record["tier"], "").owned_by(writer, writer_key)
+
+
+def _check_claimed_id(document: Document, tier: str, claim: Claim, writer: str,
+                      writer_key: str) -> None:
+    """Refuse to write ``document`` under an id ``claim`` already holds, unless it is this
+    writer's own copy of the same text at the same or a higher tier (a duplicate)."""
+    def refuse(message: str) -> ConflictError:
+        error = ConflictError(f"document id {document.id!r} ({document.origin}) {message}; "
+                              "refusing the batch")
+        error.doc_id = document.id  # type: ignore[attr-defined]
+        return error
+
+    if not claim.owned_by(writer, writer_key):
+        # whether another writer's document is stored or held in quarantine is not said
+        raise refuse("is already used by another writer; choose another id")
+    where = ("held in quarantine (withdraw it with DELETE first)"
+             if claim.state == "quarantined" else "in the knowledge base")
+    if claim.content_hash != document.content_hash:
+        raise refuse(f"is already {where} with different text")
+    if TIER_RANK[tier] > TIER_RANK[claim.tier]:
+        raise refuse(f"is already {where} with this text at tier {claim.tier}; delete it "
+                     f"first to store it as {tier}")
+
+
+def _duplicate_detail(duplicate: dict[str, str], writer_key: str) -> dict[str, str]:
+    return {"same_text_as": duplicate["same_text_as"], "state": duplicate["state"],
+            "writer_key": writer_key}
+
+
+def _public(duplicates: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Duplicates as the report shows them: the writer's own document each one matched."""
+    return [{"id": d["id"], "same_text_as": d["same_text_as"], "state": d["state"]}
+            for d in duplicates]
 
 
 def _fault_point(phase: str) -> None:
@@ -217,9 +266,19 @@ class KnowledgeBase:
         source: str = "",
         progress: bool = False,
         guard: Screener | None = None,
+        writer_key: str = "",
     ) -> IngestReport:
-        """Add a batch atomically. Already-present texts are skipped (content-hash dedupe);
-        an id already used for a different text refuses the whole batch before any write.
+        """Add a batch atomically; ``writer_key`` is the API key that writes it ('' for a
+        local write), which owns what it stores.
+
+        Deduplication is per writer: a text this writer already stores (or holds in
+        quarantine) at the same or a higher tier is skipped and reported as a duplicate of
+        its own document; the same text from *another* writer is not a duplicate, it is
+        stored as this writer's own document with its own id, tier and provenance (so a
+        signed upload is never swallowed by an unsigned copy someone posted first, and no
+        writer can come to own another's text). An id that another writer holds, or that
+        this writer holds with a different text or a lower tier, refuses the whole batch
+        before any write. Duplicates and refusals are audited.
 
         With a ``guard`` (Ring 1, or any :class:`~trishield.kb.screening.Screener`), or else
         the KB's own ``screener``, documents it blocks go to the quarantine table with their
@@ -235,11 +294,28 @@ class KnowledgeBase:
                 self._check_tier(document.tier)
         if not writer or writer != writer.strip():
             raise InputError(f"writer name {writer!r} is empty or has surrounding whitespace")
+        for document in documents:
+            problem = id_problem(document.id)
+            if problem is not None:
+                raise InputError(f"document id {document.id!r} {problem}",
+                                 path=document.origin or None)
         guard = guard if guard is not None else self.screener
         with self._write_lock():
-            new, duplicates = self._split_new(documents)
+            try:
+                new, duplicates = self._split_new(documents, tier, writer, writer_key)
+            except TriShieldError as error:
+                self._audit_refused("ingest", writer, writer_key,
+                                    getattr(error, "doc_id", None), error)
+                raise
             if not new:
-                return IngestReport(None, [], duplicates, 0, self.store.generation(),
+                if duplicates:
+                    with self.store.transaction() as connection:
+                        for duplicate in duplicates:
+                            self.store.audit(connection, action="duplicate", writer=writer,
+                                             doc_id=duplicate["id"],
+                                             content_hash=duplicate["content_hash"],
+                                             detail=_duplicate_detail(duplicate, writer_key))
+                return IngestReport(None, [], _public(duplicates), 0, self.store.generation(),
                                     time.perf_counter() - started, 0.0)
             chunks = [chunk_document(document, self.settings.chunking) for document in new]
             texts = [chunk.text for per_document in chunks for chunk in per_document]
@@ -259,13 +335,15 @@ class KnowledgeBase:
                 batch_id, _ = self.store.write_batch(
                     connection, documents=[new[i] for i in keep],
                     chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
-                    tier=tier, writer=writer, source=source, duplicates=len(duplicates),
-                    quarantined=held)
+                    tier=tier, writer=writer, source=source,
+                    duplicates=[d | {"writer_key": writer_key} for d in duplicates],
+                    quarantined=held, writer_key=writer_key)
                 _fault_point("inside-commit")
             _fault_point("after-commit")
             self._refresh_indexes(persist=True)
             generation = self.store.generation()
-        return IngestReport(batch_id, [new[i].id for i in keep], duplicates, len(kept_rows),
+        return IngestReport(batch_id, [new[i].id for i in keep], _public(duplicates),
+                            len(kept_rows),
                             generation, time.perf_counter() - started, embed_seconds,
                             quarantined=[v.as_dict() for v in verdicts if v.blocked],
                             screened=len(verdicts))
@@ -292,12 +370,13 @@ class KnowledgeBase:
         record = self.store.quarantined_document(doc_id)
         if record is None:
             raise NotFoundError(f"no document {doc_id!r} is held in quarantine")
-        if record["released_at"] is not None:
-            raise ConflictError(f"document {doc_id!r} was already released from quarantine "
-                                f"by {record['released_by']}")
+        if record["state"] != "held":
+            raise ConflictError(f"document {doc_id!r} is no longer held in quarantine: it was "
+                                f"already {record['state']} by {record['closed_by']}")
         document = Document(id=record["id"], text=record["text"], title=record["title"],
                             source=record["source"], origin=record["origin"],
-                            tier=record["tier"], provenance=record["provenance"])
+                            tier=record["tier"], provenance=record["provenance"],
+                            signed=record["signed"])
         with self._write_lock():
             chunks = chunk_document(document, self.settings.chunking)
             embeddings = self.embedder.encode([c.text for c in chunks], progress=progress)
@@ -306,27 +385,74 @@ class KnowledgeBase:
                 batch_id, _ = self.store.write_batch(
                     connection, documents=[document], chunks=[chunks], embeddings=embeddings,
                     tier=record["tier"], writer=record["writer"],
-                    source=f"released from quarantine by {by}", duplicates=0)
+                    source=f"released from quarantine by {by}",
+                    writer_key=record["writer_key"])
             self._refresh_indexes(persist=True)
             generation = self.store.generation()
         return IngestReport(batch_id, [doc_id], [], len(chunks), generation, 0.0, 0.0)
 
-    def delete(self, doc_id: str, *, by: str, reason: str = "") -> dict:
+    def delete(self, doc_id: str, *, by: str, reason: str = "",
+               owner: tuple[str, str] | None = None) -> dict:
         """Soft-delete a stored document (audited, kept in ``deleted_documents``).
 
-        Same atomicity as an ingest: the rows move and the generation advances in one
-        transaction, then the indexes for the new generation are written.
+        With ``owner`` (``(writer, writer_key)`` of a caller who is not an admin), only that
+        writer's own document: the API key that wrote it, or for a local write ('' key) the
+        writer name; anything else is a :class:`ForbiddenError`, audited. Same atomicity as
+        an ingest: the rows move and the generation advances in one transaction, then the
+        indexes for the new generation are written.
         """
         if not by or by != by.strip():
             raise InputError(f"deleter name {by!r} is empty or has surrounding whitespace")
         with self._write_lock():
+            record = self.store.document(doc_id)
+            if record is None:
+                raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base")
+            if owner is not None and not _owns(record, *owner):
+                error = ForbiddenError(f"{owner[0]} may delete only its own documents; "
+                                       f"{doc_id!r} was written by {record['writer']}")
+                self._audit_refused("delete", owner[0], owner[1], doc_id, error)
+                raise error
             with self.store.transaction() as connection:
                 tombstone = self.store.delete_document(connection, doc_id, by=by,
                                                        reason=reason)
-            if tombstone is None:
+            if tombstone is None:  # deleted by another process since it was read
                 raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base")
             self._refresh_indexes(persist=True)
         return tombstone
+
+    def discard(self, doc_id: str, *, by: str, reason: str = "",
+                owner: tuple[str, str] | None = None) -> dict:
+        """End the quarantine hold on ``doc_id`` without storing it, freeing the id: an
+        admin *discards* it; with ``owner`` (``(writer, writer_key)``), its own writer
+        *withdraws* it. Audited; the row stays in the quarantine's history.
+
+        Another writer's held document is reported as not found (:class:`NotFoundError`),
+        not as forbidden: the quarantine is not shown to other writers."""
+        if not by or by != by.strip():
+            raise InputError(f"name {by!r} is empty or has surrounding whitespace")
+        state = "discarded" if owner is None else "withdrawn"
+        with self._write_lock():
+            record = self.store.quarantined_document(doc_id)
+            if record is None or record["state"] != "held" or (
+                    owner is not None and not _owns(record, *owner)):
+                if record is not None and record["state"] == "held":
+                    self._audit_refused("withdraw", owner[0], owner[1], doc_id,
+                                        ForbiddenError("held for another writer"))
+                raise NotFoundError(f"no document {doc_id!r} is held in quarantine"
+                                    + ("" if owner is None else " for you"))
+            with self.store.transaction() as connection:
+                self.store.close_quarantined(connection, doc_id, state=state, by=by,
+                                             reason=reason)
+        return self.store.quarantined_document(doc_id)
+
+    def _audit_refused(self, action: str, writer: str, writer_key: str, doc_id: str | None,
+                       error: Exception) -> None:
+        """Audit a refused write (the refusal itself is the caller's to raise)."""
+        with self.store.transaction() as connection:
+            self.store.audit(connection, action="refused", writer=writer, doc_id=doc_id,
+                             content_hash=None,
+                             detail={"attempted": action, "error": str(error),
+                                     "writer_key": writer_key})
 
     @staticmethod
     def _check_tier(tier: str) -> str:
@@ -336,29 +462,46 @@ class KnowledgeBase:
             raise InputError(f"unknown tier {tier!r}; choose from "
                              f"{', '.join(t.value for t in Tier)}") from None
 
-    def _split_new(self, documents: Sequence[Document]) -> tuple[list[Document], list[dict]]:
-        by_id, by_hash = self.store.existing([d.id for d in documents],
-                                             [d.content_hash for d in documents])
+    def _split_new(self, documents: Sequence[Document], tier: str, writer: str,
+                   writer_key: str) -> tuple[list[Document], list[dict[str, str]]]:
+        """The documents to store and the duplicates to skip (see :meth:`ingest`); raises
+        a :class:`ConflictError` (with ``doc_id``) for an id it may not write."""
+        claims = self.store.claims([d.id for d in documents], [d.content_hash for d in documents])
+        by_id = {claim.doc_id: claim for claim in claims}
+        own_text: dict[str, Claim] = {}
+        for claim in claims:
+            if claim.owned_by(writer, writer_key):
+                best = own_text.get(claim.content_hash)
+                if best is None or TIER_RANK[claim.tier] > TIER_RANK[best.tier]:
+                    own_text[claim.content_hash] = claim
         new: list[Document] = []
         duplicates: list[dict[str, str]] = []
         batch_ids: dict[str, Document] = {}
-        batch_hashes: dict[str, str] = {}
+        batch_text: dict[str, Document] = {}
         for document in documents:
-            stored_hash = by_id.get(document.id)
-            if stored_hash is not None and stored_hash != document.content_hash:
-                raise ConflictError(f"document id {document.id!r} ({document.origin}) is "
-                                    "already in the knowledge base with different text; "
-                                    "refusing the batch")
+            document_tier = document.tier or tier
+            claim = by_id.get(document.id)
+            if claim is not None:
+                _check_claimed_id(document, document_tier, claim, writer, writer_key)
+                duplicates.append({"id": document.id, "same_text_as": claim.doc_id,
+                                   "state": claim.state, "content_hash": document.content_hash})
+                continue
             earlier = batch_ids.get(document.id)
             if earlier is not None and earlier.content_hash != document.content_hash:
                 raise InputError(f"duplicate document id {document.id!r} with different text "
                                  f"(first at {earlier.origin}, again at {document.origin})")
-            twin = by_hash.get(document.content_hash) or batch_hashes.get(document.content_hash)
-            if twin is not None:
-                duplicates.append({"id": document.id, "same_text_as": twin})
+            twin = own_text.get(document.content_hash)
+            if twin is not None and TIER_RANK[twin.tier] >= TIER_RANK[document_tier]:
+                duplicates.append({"id": document.id, "same_text_as": twin.doc_id,
+                                   "state": twin.state, "content_hash": document.content_hash})
+                continue
+            sibling = batch_text.get(document.content_hash)
+            if sibling is not None and TIER_RANK[sibling.tier or tier] >= TIER_RANK[document_tier]:
+                duplicates.append({"id": document.id, "same_text_as": sibling.id,
+                                   "state": "stored", "content_hash": document.content_hash})
                 continue
             batch_ids[document.id] = document
-            batch_hashes[document.content_hash] = document.id
+            batch_text[document.content_hash] = document
             new.append(document)
         return new, duplicates
 

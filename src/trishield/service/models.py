@@ -17,6 +17,7 @@ from trishield.defenses import DEFENSES
 from trishield.kb.documents import TIERS
 from trishield.kb.loaders import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
 from trishield.kb.retrieval import BACKENDS
+from trishield.kb.unicode_checks import id_problem
 from trishield.rings.consensus import GATE_MODES
 from trishield.trace import CandidateRow, Trace
 
@@ -32,7 +33,9 @@ _ID_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\\%?#]")
 
 def check_document_id(doc_id: str) -> str:
     """Reject ids that could mean something else in a path: ``..`` or ``.`` segments, a
-    leading or doubled ``/``, backslashes, ``%``/``?``/``#``, control characters, outer spaces.
+    leading or doubled ``/``, backslashes, ``%``/``?``/``#``, control characters, outer spaces;
+    and ids that could pass for another id (:func:`trishield.kb.unicode_checks.id_problem`:
+    invisible, bidi and separator characters, compatibility forms, mixed-script look-alikes).
 
     Ids never become file names here, but an id that reads as a relative path is almost
     always an attack probe or a client bug, and refusing it keeps URLs unambiguous.
@@ -48,6 +51,9 @@ def check_document_id(doc_id: str) -> str:
         raise ValueError("a document id must not start or end with '/' or contain '//'")
     if any(part in (".", "..") for part in doc_id.split("/")):
         raise ValueError("a document id must not contain '.' or '..' path segments")
+    problem = id_problem(doc_id)
+    if problem is not None:
+        raise ValueError(f"a document id must not imitate another: it {problem}")
     return doc_id
 
 
