@@ -44,7 +44,7 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
         again = kb.ingest([POISON], tier="untrusted", writer="mallory", guard=IngestGuard())
         assert again.added == [] and again.duplicates[0] == {
             "id": "poison-refund", "same_text_as": "poison-refund", "state": "quarantined"}
-        with pytest.raises(InputError, match="held in quarantine .* with different text"):
+        with pytest.raises(InputError, match=r"held in quarantine .* with different text"):
             kb.ingest([Document(id="poison-refund", text="other text")], tier="untrusted",
                       writer="mallory", guard=IngestGuard())
         with pytest.raises(InputError, match="already used by another writer"):

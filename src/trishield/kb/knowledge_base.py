@@ -439,7 +439,7 @@ class KnowledgeBase:
                     self._audit_refused("withdraw", owner[0], owner[1], doc_id,
                                         ForbiddenError("held for another writer"))
                 raise NotFoundError(f"no document {doc_id!r} is held in quarantine"
-                                    + ("" if owner is None else " for you"))
+                                    if owner is None else f"no document {doc_id!r}")
             with self.store.transaction() as connection:
                 self.store.close_quarantined(connection, doc_id, state=state, by=by,
                                              reason=reason)

@@ -18,6 +18,7 @@ from trishield.kb.documents import TIERS
 from trishield.kb.loaders import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
 from trishield.kb.retrieval import BACKENDS
 from trishield.kb.unicode_checks import id_problem
+from trishield.provenance.signing import MAX_ISSUED_AT, MAX_VERSION
 from trishield.rings.consensus import GATE_MODES
 from trishield.trace import CandidateRow, Trace
 
@@ -67,8 +68,15 @@ class ProvenanceIn(Strict):
     publisher: str | None = Field(None, min_length=1, max_length=64,
                                   description="Registered publisher that signed the text.")
     signature: str | None = Field(None, min_length=1, max_length=200,
-                                  description="base64 Ed25519 signature of "
-                                              "'trishield-document-v1:' + content sha256.")
+                                  description="base64 Ed25519 signature of the signed record: "
+                                              "'trishield-document-v2\\n' + canonical JSON "
+                                              "of content_sha256, id, issued_at, version "
+                                              "(`trishield keys sign` makes it).")
+    version: int | None = Field(None, ge=1, le=MAX_VERSION,
+                                description="The signed record's version (a withdrawn "
+                                            "version can only be replaced by a higher one).")
+    issued_at: int | None = Field(None, ge=0, le=MAX_ISSUED_AT,
+                                  description="The signed record's issue time, epoch seconds.")
     tier: TierName | None = Field(None, description="A claimed tier; ignored unless signed, "
                                                     "and an unsigned claim makes the "
                                                     "document untrusted.")
@@ -126,6 +134,11 @@ class DocumentOut(BaseModel):
 
 
 class DeletedOut(BaseModel):
+    """What a DELETE did: a stored document ``deleted`` (kept as a tombstone), or a
+    quarantined one ``withdrawn`` by its writer or ``discarded`` by an admin (its id is free
+    again). ``signature_withdrawn_up_to``: with ``withdraw=true``, the publisher's signed
+    versions of this id that no longer make it trusted."""
+
     id: str
     title: str
     tier: str
@@ -135,6 +148,8 @@ class DeletedOut(BaseModel):
     deleted_at: float
     deleted_by: str
     reason: str
+    state: Literal["deleted", "withdrawn", "discarded"] = "deleted"
+    signature_withdrawn_up_to: int | None = None
 
 
 class QuarantinedOut(BaseModel):
@@ -152,6 +167,10 @@ class QuarantinedOut(BaseModel):
     released_at: float | None
     released_by: str | None
     content_hash: str
+    state: Literal["held", "released", "discarded", "withdrawn"]
+    closed_at: float | None
+    closed_by: str | None
+    closed_reason: str
 
 
 class QuarantineList(BaseModel):
