@@ -65,6 +65,11 @@ def test_a_squatters_copy_does_not_swallow_the_signed_upload(served) -> None:
     squat = _post(client, keys.untrusted_writer,
                   {"id": "mallory/shipping", "text": "  " + POLICY.replace(" ", "  ") + "\n"})
     assert squat.status_code == 200, squat.text
+    # a trusted writer's own upload of the text is its own document, not the squatter's copy
+    by_key = _post(client, keys.admin, {"id": "legal/shipping-by-ada", "text": POLICY})
+    assert by_key.json()["added"] == ["legal/shipping-by-ada"], by_key.text
+    assert client.get("/v1/documents/legal/shipping-by-ada",
+                      headers=bearer(keys.reader)).json()["tier"] == "trusted"
     upload = _post(client, keys.writer, {"id": "legal/shipping", "text": POLICY,
                                          "provenance": signed(private, PUBLISHER,
                                                               "legal/shipping", POLICY)})
