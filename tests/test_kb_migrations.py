@@ -144,6 +144,24 @@ def test_0005_binds_old_documents_to_their_keys_and_frees_released_ids(tmp_path:
                            "'api key 0123456789ab', 1, 0, 0)")
         connection.execute("INSERT INTO documents VALUES (2, 'api-doc', 'h2', '', '', 'api', "
                            "'Written through the API.', 'neutral', 'wes', 0, 2)")
+        # a document quarantined by key feedfacecafe's batch, then released by ada
+        connection.executescript("""
+            CREATE TABLE quarantine (
+                pk INTEGER PRIMARY KEY, doc_id TEXT NOT NULL UNIQUE,
+                content_hash TEXT NOT NULL UNIQUE, title TEXT NOT NULL, source TEXT NOT NULL,
+                origin TEXT NOT NULL, text TEXT NOT NULL, tier TEXT NOT NULL,
+                writer TEXT NOT NULL, verdict TEXT NOT NULL, quarantined_at REAL NOT NULL,
+                batch_id INTEGER NOT NULL REFERENCES batches(id), released_at REAL,
+                released_by TEXT);
+            INSERT INTO batches VALUES (3, 0, 'mallory', 'untrusted', 'api key feedfacecafe',
+                                        0, 0, 0);
+            INSERT INTO batches VALUES (4, 0, 'mallory', 'untrusted',
+                                        'released from quarantine by ada', 1, 0, 0);
+            INSERT INTO quarantine VALUES (1, 'freed', 'h5', '', '', '', 'z', 'untrusted',
+                                           'mallory', '{}', 0, 3, 1, 'ada');
+            INSERT INTO documents VALUES (3, 'freed', 'h5', '', '', '', 'z', 'untrusted',
+                                          'mallory', 0, 4);
+        """)
     Store(directory / "kb.sqlite").close()  # migrate
     with sqlite3.connect(directory / "kb.sqlite") as connection:
         connection.execute("INSERT INTO quarantine (doc_id, content_hash, title, source, origin, "
@@ -153,6 +171,9 @@ def test_0005_binds_old_documents_to_their_keys_and_frees_released_ids(tmp_path:
     with KnowledgeBase.open(directory) as kb:
         assert kb.store.document("api-doc")["writer_key"] == "0123456789ab"
         assert kb.store.document("old")["writer_key"] == ""
+        assert kb.store.document("freed")["writer_key"] == "feedfacecafe"
+        assert kb.store.quarantined(include_released=True)[0]["writer_key"] == "feedfacecafe"
+        assert kb.store.quarantined(include_released=True)[0]["state"] == "released"
         unique = [row for row in kb.store.connection.execute("PRAGMA index_list(documents)")
                   if row[2]]
         assert len(unique) == 1  # doc_id only: the same text may be stored once per writer

@@ -67,11 +67,20 @@ class Migration:
             step(connection)
 
 
-_OWNER_FROM_BATCH = (
-    # API writes record their key in the batch's source ("api key <id>"), so the key that
-    # wrote a document before ownership was recorded can be recovered from its batch
-    "(SELECT CASE WHEN b.source LIKE 'api key %' THEN substr(b.source, 9) ELSE '' END "
-    "FROM batches b WHERE b.id = {table}.batch_id)")
+def _key_of_batch(batch: str) -> str:
+    """SQL for the API key that wrote batch ``batch``: API writes name it in the batch's
+    source (``api key <id>``); '' for local writes."""
+    return ("(SELECT CASE WHEN b.source LIKE 'api key %' THEN substr(b.source, 9) ELSE '' "
+            f"END FROM batches b WHERE b.id = {batch})")
+
+
+# the key that wrote a stored document before ownership was recorded: its batch's, or for a
+# document released from quarantine, the key of the batch that quarantined it
+_DOCUMENT_OWNER = (f"COALESCE(NULLIF({_key_of_batch('documents.batch_id')}, ''), "
+                   f"(SELECT {_key_of_batch('q.batch_id')} FROM quarantine q "
+                   "WHERE q.doc_id = documents.doc_id AND q.released_at IS NOT NULL "
+                   "ORDER BY q.pk DESC LIMIT 1), '')")
+_QUARANTINE_OWNER = f"COALESCE({_key_of_batch('quarantine.batch_id')}, '')"
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", (
@@ -189,7 +198,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               "text, tier, writer, ingested_at, batch_id, provenance, writer_key) "
               "SELECT pk, doc_id, content_hash, title, source, origin, text, tier, writer, "
               "ingested_at, batch_id, provenance, "
-              f"COALESCE({_OWNER_FROM_BATCH.format(table='documents')}, '') FROM documents"),
+              f"{_DOCUMENT_OWNER} FROM documents"),
         _create("CREATE INDEX IF NOT EXISTS documents_by_hash ON documents(content_hash)"),
         # the quarantine keeps its history: an id is reserved only while a row holds it, so
         # released, discarded and withdrawn rows no longer block the id or the text
@@ -221,7 +230,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               "released_by, provenance, writer_key, state, closed_at, closed_by) "
               "SELECT pk, doc_id, content_hash, title, source, origin, text, tier, writer, "
               "verdict, quarantined_at, batch_id, released_at, released_by, provenance, "
-              f"COALESCE({_OWNER_FROM_BATCH.format(table='quarantine')}, ''), "
+              f"{_QUARANTINE_OWNER}, "
               "CASE WHEN released_at IS NULL THEN 'held' ELSE 'released' END, "
               "released_at, released_by FROM quarantine"),
         _create("CREATE UNIQUE INDEX IF NOT EXISTS quarantine_held_id ON quarantine(doc_id) "
