@@ -95,6 +95,39 @@ def test_a_squatters_copy_does_not_swallow_the_signed_upload(served) -> None:
     assert ("duplicate", "wes") in _audit(kb_dir, "legal/shipping-copy")
 
 
+def test_a_signed_record_takes_its_id_over_from_a_squatter(served) -> None:
+    client, keys, kb_dir, private = served
+    fake = "Northwind shipping terms: orders ship within 30 business days."
+    real = "Northwind shipping terms: orders ship within 2 business days."
+    squat = _post(client, keys.untrusted_writer, {"id": "legal/terms", "text": fake},
+                  {"id": "legal/faq", "text": INJECTION.replace("365", "500")})
+    assert squat.json()["added"] == ["legal/terms"], squat.text
+    assert [q["id"] for q in squat.json()["quarantined"]] == ["legal/faq"]
+    upload = _post(client, keys.writer,
+                   {"id": "legal/terms", "text": real,
+                    "provenance": signed(private, PUBLISHER, "legal/terms", real)},
+                   {"id": "legal/faq", "text": real + " FAQ.",
+                    "provenance": signed(private, PUBLISHER, "legal/faq", real + " FAQ.")})
+    assert upload.status_code == 200, upload.text
+    assert sorted(upload.json()["displaced"]) == ["legal/faq", "legal/terms"]
+    assert upload.json()["quarantined"] == []  # displaced ids only: not where they were held
+    for doc_id in ("legal/terms", "legal/faq"):
+        stored = client.get(f"/v1/documents/{doc_id}", headers=bearer(keys.reader)).json()
+        assert (stored["writer"], stored["tier"]) == ("wes", "trusted")
+    assert ("delete", "wes") in _audit(kb_dir, "legal/terms")
+    history = client.get("/v1/quarantine?include_released=true",
+                         headers=bearer(keys.admin)).json()["documents"]
+    faq = next(d for d in history if d["id"] == "legal/faq")
+    assert faq["state"] == "discarded" and "displaced by publisher" in faq["closed_reason"]
+    # an unsigned upload cannot do that, nor a signed one over a trusted writer's document
+    unsigned = _post(client, keys.writer, {"id": "mallory/shipping", "text": real})
+    assert unsigned.status_code == 409 and "another writer" in unsigned.json()["error"]
+    over_trusted = _post(client, keys.writer, {
+        "id": "legal/shipping-by-ada", "text": real,
+        "provenance": signed(private, PUBLISHER, "legal/shipping-by-ada", real)})
+    assert over_trusted.status_code == 409, over_trusted.text
+
+
 # -- 2. replay of a withdrawn signed document ----------------------------------------------------
 def test_a_withdrawn_signed_document_cannot_come_back_trusted(served) -> None:
     client, keys, _, private = served

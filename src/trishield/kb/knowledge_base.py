@@ -39,9 +39,10 @@ from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
 from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.kb.ownership import displacement_reason, owns, plan_batch
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
-from trishield.kb.store import SCHEMA_VERSION, Claim, Store
+from trishield.kb.store import SCHEMA_VERSION, Store
 from trishield.kb.unicode_checks import id_problem
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
 
@@ -49,7 +50,6 @@ DATABASE = "kb.sqlite"
 LOCK = "kb.lock"
 MAX_K = 1000
 OUTLIER_REFERENCE_SIZE = 2000
-TIER_RANK = {Tier.UNTRUSTED.value: 0, Tier.NEUTRAL.value: 1, Tier.TRUSTED.value: 2}
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
 
@@ -92,6 +92,7 @@ class IngestReport:
     embed_seconds: float
     quarantined: list[dict] = field(default_factory=list)
     screened: int = 0
+    displaced: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -107,36 +108,8 @@ class IngestReport:
             "documents_quarantined": len(self.quarantined),
             "quarantined": self.quarantined,
             "screened_by_ring1": self.screened,
+            "displaced": self.displaced,
         }
-
-
-def _owns(record: dict, writer: str, writer_key: str) -> bool:
-    """Whether a stored or quarantined record was written by this writer (see
-    :meth:`trishield.kb.store.Claim.owned_by`)."""
-    return Claim(record["id"], record["content_hash"], record["writer"], record["writer_key"],
-                 record["tier"], "").owned_by(writer, writer_key)
-
-
-def _check_claimed_id(document: Document, tier: str, claim: Claim, writer: str,
-                      writer_key: str) -> None:
-    """Refuse to write ``document`` under an id ``claim`` already holds, unless it is this
-    writer's own copy of the same text at the same or a higher tier (a duplicate)."""
-    def refuse(message: str) -> ConflictError:
-        error = ConflictError(f"document id {document.id!r} ({document.origin}) {message}; "
-                              "refusing the batch")
-        error.doc_id = document.id  # type: ignore[attr-defined]
-        return error
-
-    if not claim.owned_by(writer, writer_key):
-        # whether another writer's document is stored or held in quarantine is not said
-        raise refuse("is already used by another writer; choose another id")
-    where = ("held in quarantine (withdraw it with DELETE first)"
-             if claim.state == "quarantined" else "in the knowledge base")
-    if claim.content_hash != document.content_hash:
-        raise refuse(f"is already {where} with different text")
-    if TIER_RANK[tier] > TIER_RANK[claim.tier]:
-        raise refuse(f"is already {where} with this text at tier {claim.tier}; delete it "
-                     f"first to store it as {tier}")
 
 
 def _duplicate_detail(duplicate: dict[str, str], writer_key: str) -> dict[str, str]:
@@ -271,14 +244,11 @@ class KnowledgeBase:
         """Add a batch atomically; ``writer_key`` is the API key that writes it ('' for a
         local write), which owns what it stores.
 
-        Deduplication is per writer: a text this writer already stores (or holds in
-        quarantine) at the same or a higher tier is skipped and reported as a duplicate of
-        its own document; the same text from *another* writer is not a duplicate, it is
-        stored as this writer's own document with its own id, tier and provenance (so a
-        signed upload is never swallowed by an unsigned copy someone posted first, and no
-        writer can come to own another's text). An id that another writer holds, or that
-        this writer holds with a different text or a lower tier, refuses the whole batch
-        before any write. Duplicates and refusals are audited.
+        Ownership and deduplication follow :mod:`trishield.kb.ownership`: duplicates are
+        per writer (another writer's copy of a text is this writer's own document), a
+        verified signed record takes its id over from a less trusted document (moved aside
+        in the same transaction), and an id this writer may not write refuses the whole
+        batch before any write. Duplicates, displacements and refusals are audited.
 
         With a ``guard`` (Ring 1, or any :class:`~trishield.kb.screening.Screener`), or else
         the KB's own ``screener``, documents it blocks go to the quarantine table with their
@@ -302,11 +272,14 @@ class KnowledgeBase:
         guard = guard if guard is not None else self.screener
         with self._write_lock():
             try:
-                new, duplicates = self._split_new(documents, tier, writer, writer_key)
+                plan = plan_batch(documents, self.store.claims(
+                    [d.id for d in documents], [d.content_hash for d in documents]),
+                    tier=tier, writer=writer, writer_key=writer_key)
             except TriShieldError as error:
                 self._audit_refused("ingest", writer, writer_key,
                                     getattr(error, "doc_id", None), error)
                 raise
+            new, duplicates = plan.new, plan.duplicates
             if not new:
                 if duplicates:
                     with self.store.transaction() as connection:
@@ -332,6 +305,15 @@ class KnowledgeBase:
             held = [(new[i], v.as_dict()) for i, v in enumerate(verdicts) if v.blocked]
             _fault_point("before-commit")
             with self.store.transaction() as connection:
+                for claim, document in plan.displaced:
+                    reason = displacement_reason(claim, document, writer)
+                    if claim.state == "stored":
+                        self.store.delete_document(connection, claim.doc_id, by=writer,
+                                                   reason=reason)
+                    else:
+                        self.store.close_quarantined(connection, claim.doc_id,
+                                                     state="discarded", by=writer,
+                                                     reason=reason)
                 batch_id, _ = self.store.write_batch(
                     connection, documents=[new[i] for i in keep],
                     chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
@@ -346,7 +328,8 @@ class KnowledgeBase:
                             len(kept_rows),
                             generation, time.perf_counter() - started, embed_seconds,
                             quarantined=[v.as_dict() for v in verdicts if v.blocked],
-                            screened=len(verdicts))
+                            screened=len(verdicts),
+                            displaced=[claim.doc_id for claim, _ in plan.displaced])
 
     def _screen(self, guard: Screener, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
@@ -407,7 +390,7 @@ class KnowledgeBase:
             record = self.store.document(doc_id)
             if record is None:
                 raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base")
-            if owner is not None and not _owns(record, *owner):
+            if owner is not None and not owns(record, *owner):
                 error = ForbiddenError(f"{owner[0]} may delete only its own documents; "
                                        f"{doc_id!r} was written by {record['writer']}")
                 self._audit_refused("delete", owner[0], owner[1], doc_id, error)
@@ -434,7 +417,7 @@ class KnowledgeBase:
         with self._write_lock():
             record = self.store.quarantined_document(doc_id)
             if record is None or record["state"] != "held" or (
-                    owner is not None and not _owns(record, *owner)):
+                    owner is not None and not owns(record, *owner)):
                 if record is not None and record["state"] == "held":
                     self._audit_refused("withdraw", owner[0], owner[1], doc_id,
                                         ForbiddenError("held for another writer"))
@@ -461,49 +444,6 @@ class KnowledgeBase:
         except ValueError:
             raise InputError(f"unknown tier {tier!r}; choose from "
                              f"{', '.join(t.value for t in Tier)}") from None
-
-    def _split_new(self, documents: Sequence[Document], tier: str, writer: str,
-                   writer_key: str) -> tuple[list[Document], list[dict[str, str]]]:
-        """The documents to store and the duplicates to skip (see :meth:`ingest`); raises
-        a :class:`ConflictError` (with ``doc_id``) for an id it may not write."""
-        claims = self.store.claims([d.id for d in documents], [d.content_hash for d in documents])
-        by_id = {claim.doc_id: claim for claim in claims}
-        own_text: dict[str, Claim] = {}
-        for claim in claims:
-            if claim.owned_by(writer, writer_key):
-                best = own_text.get(claim.content_hash)
-                if best is None or TIER_RANK[claim.tier] > TIER_RANK[best.tier]:
-                    own_text[claim.content_hash] = claim
-        new: list[Document] = []
-        duplicates: list[dict[str, str]] = []
-        batch_ids: dict[str, Document] = {}
-        batch_text: dict[str, Document] = {}
-        for document in documents:
-            document_tier = document.tier or tier
-            claim = by_id.get(document.id)
-            if claim is not None:
-                _check_claimed_id(document, document_tier, claim, writer, writer_key)
-                duplicates.append({"id": document.id, "same_text_as": claim.doc_id,
-                                   "state": claim.state, "content_hash": document.content_hash})
-                continue
-            earlier = batch_ids.get(document.id)
-            if earlier is not None and earlier.content_hash != document.content_hash:
-                raise InputError(f"duplicate document id {document.id!r} with different text "
-                                 f"(first at {earlier.origin}, again at {document.origin})")
-            twin = own_text.get(document.content_hash)
-            if twin is not None and TIER_RANK[twin.tier] >= TIER_RANK[document_tier]:
-                duplicates.append({"id": document.id, "same_text_as": twin.doc_id,
-                                   "state": twin.state, "content_hash": document.content_hash})
-                continue
-            sibling = batch_text.get(document.content_hash)
-            if sibling is not None and TIER_RANK[sibling.tier or tier] >= TIER_RANK[document_tier]:
-                duplicates.append({"id": document.id, "same_text_as": sibling.id,
-                                   "state": "stored", "content_hash": document.content_hash})
-                continue
-            batch_ids[document.id] = document
-            batch_text[document.content_hash] = document
-            new.append(document)
-        return new, duplicates
 
     # -- indexes ----------------------------------------------------------------------------
     def _index_paths(self, generation: int) -> tuple[Path, Path]:

@@ -22,6 +22,7 @@ from trishield.errors import ConflictError
 from trishield.kb.documents import Chunk, Document
 from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
 from trishield.kb.migrations import applied, migrate
+from trishield.kb.ownership import Claim
 
 
 @dataclass(frozen=True)
@@ -42,23 +43,6 @@ class StoredChunk:
     @property
     def chunk_id(self) -> str:
         return f"{self.doc_id}#{self.chunk_index}"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A stored or quarantined document, as an ingest sees it: who owns the id and the text."""
-
-    doc_id: str
-    content_hash: str
-    writer: str
-    writer_key: str
-    tier: str
-    state: str  # "stored" or "quarantined"
-
-    def owned_by(self, writer: str, writer_key: str) -> bool:
-        """Whether the writer ``writer`` with API key ``writer_key`` ('' for local writes)
-        wrote it: the key decides, the name only for local writes."""
-        return self.writer_key == writer_key and (writer_key != "" or self.writer == writer)
 
 
 class Store:
@@ -155,9 +139,10 @@ class Store:
                 part = keys[start:start + 500]
                 marks = ",".join("?" * len(part))
                 rows = self.connection.execute(
-                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'stored' "
+                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'stored', signed "
                     f"FROM documents WHERE {key_column} IN ({marks}) UNION ALL "
-                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'quarantined' "
+                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'quarantined', "
+                    "signed "
                     f"FROM quarantine WHERE state = 'held' AND {key_column} IN ({marks})",
                     part + part)
                 for row in rows:

@@ -140,7 +140,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         state.metrics.documents.labels("duplicate", key.tier).inc(len(report.duplicates))
         state.metrics.unverified.inc(sum(1 for v in verdicts if v["note"].startswith("UNVER")))
         return {"batch_id": report.batch_id, "writer": key.name, "added": report.added,
-                "duplicates": report.duplicates, "quarantined": report.quarantined,
+                "duplicates": report.duplicates, "displaced": report.displaced,
+                "quarantined": report.quarantined,
                 "provenance": verdicts, "chunks_added": report.chunks_added,
                 "generation": report.generation}
 

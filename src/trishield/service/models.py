@@ -109,10 +109,15 @@ class ProvenanceOut(BaseModel):
 
 
 class IngestResponse(BaseModel):
+    """``duplicates``: this writer's own documents each skipped one has the text of
+    (``{"id", "same_text_as", "state"}``). ``displaced``: ids a verified signed record took
+    over from a less trusted document (moved aside: deleted or discarded, audited)."""
+
     batch_id: int | None
     writer: str
     added: list[str]
     duplicates: list[dict[str, str]]
+    displaced: list[str] = []
     quarantined: list[dict[str, Any]]
     provenance: list[ProvenanceOut]
     chunks_added: int
