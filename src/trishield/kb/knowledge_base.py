@@ -39,7 +39,13 @@ from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
 from trishield.kb.neighbourhood import StoredNeighbourhood
-from trishield.kb.ownership import displacement_reason, owns, plan_batch
+from trishield.kb.ownership import (
+    displacement_reason,
+    duplicate_audit_detail,
+    owns,
+    plan_batch,
+    public_duplicates,
+)
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
 from trishield.kb.store import SCHEMA_VERSION, Store
@@ -110,17 +116,6 @@ class IngestReport:
             "screened_by_ring1": self.screened,
             "displaced": self.displaced,
         }
-
-
-def _duplicate_detail(duplicate: dict[str, str], writer_key: str) -> dict[str, str]:
-    return {"same_text_as": duplicate["same_text_as"], "state": duplicate["state"],
-            "writer_key": writer_key}
-
-
-def _public(duplicates: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Duplicates as the report shows them: the writer's own document each one matched."""
-    return [{"id": d["id"], "same_text_as": d["same_text_as"], "state": d["state"]}
-            for d in duplicates]
 
 
 def _fault_point(phase: str) -> None:
@@ -287,9 +282,10 @@ class KnowledgeBase:
                             self.store.audit(connection, action="duplicate", writer=writer,
                                              doc_id=duplicate["id"],
                                              content_hash=duplicate["content_hash"],
-                                             detail=_duplicate_detail(duplicate, writer_key))
-                return IngestReport(None, [], _public(duplicates), 0, self.store.generation(),
-                                    time.perf_counter() - started, 0.0)
+                                             detail=duplicate_audit_detail(duplicate, writer_key))
+                return IngestReport(None, [], public_duplicates(duplicates), 0,
+                                    self.store.generation(), time.perf_counter() - started,
+                                    0.0)
             chunks = [chunk_document(document, self.settings.chunking) for document in new]
             texts = [chunk.text for per_document in chunks for chunk in per_document]
             embed_started = time.perf_counter()
@@ -324,7 +320,7 @@ class KnowledgeBase:
             _fault_point("after-commit")
             self._refresh_indexes(persist=True)
             generation = self.store.generation()
-        return IngestReport(batch_id, [new[i].id for i in keep], _public(duplicates),
+        return IngestReport(batch_id, [new[i].id for i in keep], public_duplicates(duplicates),
                             len(kept_rows),
                             generation, time.perf_counter() - started, embed_seconds,
                             quarantined=[v.as_dict() for v in verdicts if v.blocked],
@@ -364,7 +360,10 @@ class KnowledgeBase:
             chunks = chunk_document(document, self.settings.chunking)
             embeddings = self.embedder.encode([c.text for c in chunks], progress=progress)
             with self.store.transaction() as connection:
-                self.store.mark_released(connection, doc_id, by)
+                if not self.store.close_quarantined(connection, doc_id, state="released",
+                                                    by=by, reason=""):
+                    raise ConflictError(f"document {doc_id!r} left the quarantine while it "
+                                        "was being released (another writer decided first)")
                 batch_id, _ = self.store.write_batch(
                     connection, documents=[document], chunks=[chunks], embeddings=embeddings,
                     tier=record["tier"], writer=record["writer"],

@@ -145,6 +145,18 @@ def _check_claimed_id(document: Document, tier: str, claim: Claim, writer: str,
                                   f"delete it first to store it as {tier}")
 
 
+def duplicate_audit_detail(duplicate: dict[str, str], writer_key: str) -> dict[str, str]:
+    """The audit entry's detail for a skipped duplicate."""
+    return {"same_text_as": duplicate["same_text_as"], "state": duplicate["state"],
+            "writer_key": writer_key}
+
+
+def public_duplicates(duplicates: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Duplicates as an ingest reports them: the writer's own document each one matched."""
+    return [{"id": d["id"], "same_text_as": d["same_text_as"], "state": d["state"]}
+            for d in duplicates]
+
+
 def displacement_reason(claim: Claim, document: Document, writer: str) -> str:
     """Why a document was moved aside (its tombstone's or quarantine row's reason)."""
     signed = json.loads(document.signed)

@@ -268,9 +268,6 @@ class Store:
         record["id"] = record.pop("doc_id")
         return record
 
-    def mark_released(self, connection: sqlite3.Connection, doc_id: str, by: str) -> None:
-        self.close_quarantined(connection, doc_id, state="released", by=by, reason="")
-
     def close_quarantined(self, connection: sqlite3.Connection, doc_id: str, *, state: str,
                           by: str, reason: str) -> bool:
         """End the hold on ``doc_id`` (``released``, ``discarded`` by an admin or
