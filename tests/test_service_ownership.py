@@ -261,10 +261,20 @@ def test_delete_rights_follow_the_key_not_the_name(served, tmp_path: Path) -> No
     assert ("refused", "ops") in _audit(kb_dir, "ops/runbook")
     assert client.delete("/v1/documents/ops/runbook", headers=bearer(keys.admin)).status_code \
         == 200
-    # the CLI refuses a duplicate name with one line, no traceback
+    # the CLI refuses a duplicate name with one line, no traceback; and names are never
+    # shared between local writes and keys, either way
     cli = _cli("keys", "create", "wes", "--role", "writer", "--kb", str(kb_dir))
     assert cli.returncode != 0 and "is taken by" in cli.stderr
     assert "Traceback" not in cli.stderr
+    with KnowledgeBase.open(kb_dir) as kb:
+        kb.ingest([Document(id="ops/rota", text="The night shift starts at ten.")],
+                  writer="night-ops")
+    local = _cli("keys", "create", "Night-Ops", "--role", "writer", "--kb", str(kb_dir))
+    assert local.returncode != 0 and "used by local (CLI) writes" in local.stderr
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text(json.dumps({"id": "fake/wes", "text": "Written as wes."}) + "\n")
+    posing = _cli("ingest", str(batch), "--kb", str(kb_dir), "--writer", "wes")
+    assert posing.returncode == 2 and "name of an API key" in posing.stderr
 
 
 # -- 11. ids, invisible texts, duplicates that reveal ---------------------------------------------

@@ -92,6 +92,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
 
     if (path is None) == (dataset is None):
         raise click.UsageError("give exactly one of PATH or --dataset")
+    _refuse_key_names(kb_dir, writer)
     chunking = None
     if chunk_words is not None or chunk_overlap is not None:
         chunking = ChunkingConfig(chunk_words or 120,
@@ -121,6 +122,18 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
         console.print(f"[yellow]not ingested (not .txt/.md):[/] {escape(name)}")
     console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
                   f"(generation {stats['generation']}, {stats['embedding_model']}).")
+
+
+def _refuse_key_names(kb_dir: Path, writer: str) -> None:
+    """A local write must not pass for an API key's writer (names are identities)."""
+    from trishield.errors import InputError
+    from trishield.provenance.keys import KEYS_DATABASE, KeyStore
+
+    if not (kb_dir / KEYS_DATABASE).is_file():
+        return
+    if writer.lower() in {key.name.lower() for key in KeyStore(kb_dir).api_keys()}:
+        raise InputError(f"--writer {writer!r} is the name of an API key of this KB; local "
+                         "writes must not pass for it, choose another writer name")
 
 
 @cli.command()
@@ -473,7 +486,16 @@ def _key_store(kb_dir: Path):
 @json_option
 def keys_create(name: str, kb_dir: Path, role: str, tier: str, json_output: bool) -> None:
     """Create an API key for writer NAME; the key is printed once and stored hashed."""
-    key, token = _key_store(kb_dir).create_key(name, role, tier)
+    from trishield.errors import ConflictError
+    from trishield.kb import KnowledgeBase
+
+    store = _key_store(kb_dir)
+    with KnowledgeBase.open(kb_dir) as kb:
+        if name.lower() in kb.store.local_writers():
+            raise ConflictError(f"writer name {name!r} is used by local (CLI) writes in "
+                                f"{kb_dir}; a key named so would pass for that writer, pick "
+                                "another name")
+    key, token = store.create_key(name, role, tier)
     if json_output:
         _print_json(key.as_dict() | {"token": token})
         return

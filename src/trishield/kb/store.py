@@ -180,6 +180,14 @@ class Store:
         return dict(self.connection.execute(
             "SELECT writer, COUNT(*) FROM documents GROUP BY writer ORDER BY writer"))
 
+    def local_writers(self) -> set[str]:
+        """Writer names of local (CLI) writes, lower-cased: documents stored or held with no
+        API key. An API key must not take one of these names, nor a local write a key's."""
+        rows = self.connection.execute(
+            "SELECT DISTINCT lower(writer) FROM documents WHERE writer_key = '' UNION "
+            "SELECT DISTINCT lower(writer) FROM quarantine WHERE writer_key = ''")
+        return {name for (name,) in rows}
+
     def document_pks_by_writer(self, *, excluding: str) -> dict[str, list[int]]:
         """``writer -> row ids of its stored documents`` (oldest first), for every writer but
         ``excluding``."""
