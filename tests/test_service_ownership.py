@@ -130,7 +130,7 @@ def test_a_signed_record_takes_its_id_over_from_a_squatter(served) -> None:
 
 # -- 2. replay of a withdrawn signed document ----------------------------------------------------
 def test_a_withdrawn_signed_document_cannot_come_back_trusted(served) -> None:
-    client, keys, _, private = served
+    client, keys, kb_dir, private = served
     text = "Northwind returns notice: unopened items may be returned within 30 days."
     record = signed(private, PUBLISHER, "legal/returns", text)
     first = _post(client, keys.writer, {"id": "legal/returns", "text": text,
@@ -163,6 +163,14 @@ def test_a_withdrawn_signed_document_cannot_come_back_trusted(served) -> None:
         "id": "legal/returns", "text": text,
         "provenance": signed(private, PUBLISHER, "legal/returns", text, version=2)})
     assert version_2.json()["provenance"][0]["tier"] == "trusted", version_2.text
+    # a publisher withdraws a record it signed but no longer stands by, with the CLI
+    notice = "Northwind notice: the Lindmouth store closes on Sundays."
+    withdrawn_cli = _cli("keys", "withdraw", PUBLISHER, "legal/notice", "--version", "1",
+                         "--by", "ada", "--kb", str(kb_dir))
+    assert withdrawn_cli.returncode == 0, withdrawn_cli.stderr
+    late = _post(client, keys.writer, {"id": "legal/notice", "text": notice, "provenance":
+                                       signed(private, PUBLISHER, "legal/notice", notice)})
+    assert late.json()["provenance"][0]["tier"] == "untrusted"
     # withdraw=true on a document without a signature is refused, and changes nothing
     plain = client.delete("/v1/documents/mallory/returns?withdraw=true",
                           headers=bearer(keys.untrusted_writer))
