@@ -23,6 +23,7 @@ def test_ordinary_ids_in_any_script_are_accepted(doc_id: str) -> None:
     ("\uff4cegal", "FULLWIDTH"), ("\ufb01le", "LIGATURE"),
     ("cafe\u0301", "composed (NFKC)"),
     ("\u0441\u043e\u0440", "reads as 'cop'"),
+    ("build\u0663", "mixes scripts (arabic, latin)"),
 ])
 def test_ids_that_hide_or_imitate_are_refused(doc_id: str, fragment: str) -> None:
     problem = id_problem(doc_id)

@@ -89,7 +89,9 @@ def _words(doc_id: str) -> list[str]:
 
 
 def _scripts(word: str) -> set[str]:
-    return {alias(ch) for ch in word if unicodedata.category(ch).startswith("L")} \
+    # letters and digits: ASCII digits are Common, but U+0663 ARABIC-INDIC DIGIT THREE in a
+    # Latin word is a script of its own
+    return {alias(ch) for ch in word if unicodedata.category(ch).startswith(("L", "N"))} \
         - _NEUTRAL_SCRIPTS
 
 
