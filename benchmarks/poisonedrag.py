@@ -5,6 +5,10 @@ headline table and the wall-clock figures)::
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/poisonedrag.py
 
+``--plan`` prints the matrix (blocks x sizes x defenses, answers per defense) and an estimate
+of its compute time from the per-answer compute seconds of each defense in an earlier
+``timing.json`` (default: the committed one), then exits without building or asking anything.
+
 Interrupt it at any time: the answers are checkpointed one by one under ``--work-dir`` and the
 LLM responses are cached, so running it again continues where it stopped. The report goes to
 ``benchmarks/results/poisonedrag/`` (committed, so that the README's table has its source):
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from trishield.eval.poisonedrag import PoisonedRAGOptions, run_poisonedrag
 from trishield.eval.poisonedrag.defenses import DEFENSES, validate
+from trishield.eval.poisonedrag.plan import Block, full_plan
 from trishield.eval.poisonedrag.render import headline_rows
 from trishield.llm.panel import DEFAULT_PANEL, parse_panel_option
 
@@ -37,7 +42,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report-only", action="store_true",
                         help="write the report from the answers checkpointed so far")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the matrix and a run-time estimate, then exit")
+    parser.add_argument("--timing", type=Path,
+                        default=Path("benchmarks/results/poisonedrag/timing.json"),
+                        help="per-defense timings the --plan estimate is computed from")
     args = parser.parse_args()
+    defenses = validate(args.defenses) if args.defenses else DEFENSES
+    if args.plan:
+        return print_plan(full_plan(defenses), args.timing)
     started = time.monotonic()
 
     def progress(done: int, total: int, label: str) -> None:
@@ -48,7 +61,7 @@ def main() -> int:
 
     options = PoisonedRAGOptions(
         out=args.out, work_dir=args.work_dir, kb_profile=args.kb_profile,
-        defenses=validate(args.defenses) if args.defenses else DEFENSES,
+        defenses=defenses,
         panel=tuple(parse_panel_option(args.panel)) if args.panel else DEFAULT_PANEL,
         seed=args.seed, report_only=args.report_only, progress=progress,
         say=lambda m: print(m, file=sys.stderr, flush=True))
@@ -66,6 +79,45 @@ def main() -> int:
     for defense, figures in timing["latency_by_defense"].items():
         print(f"{defense}: p50 {figures['p50_s']} s, p95 {figures['p95_s']} s "
               f"({figures['answers']} answers, {figures['cold_answers']} cold)")
+    return 0
+
+
+def print_plan(blocks: list[Block], timing_path: Path) -> int:
+    """The matrix, and its compute time estimated as answers x mean compute seconds per answer
+    of each defense in ``timing_path`` (an earlier run's ``timing.json``: its answers were
+    partly served by the LLM response cache, as a full run's are when defenses share a
+    context), with the cold p50 per answer as a second, cache-free figure."""
+    try:
+        timings = json.loads(timing_path.read_text())["latency_by_defense"]
+    except (OSError, ValueError, KeyError) as error:
+        raise SystemExit(f"cannot read per-defense timings from {timing_path}: {error}") \
+            from None
+    per_defense: dict[str, int] = {}
+    print("block | questions | size | defenses (answers where fewer than the size)")
+    for block in blocks:
+        capped = {d: block.limit(d) for d in block.defenses if block.limit(d) != block.size}
+        print(f"{block.name} | {block.questions} | {block.size} | "
+              f"{len(block.defenses)}: {', '.join(block.defenses)}"
+              + (f" (capped: {', '.join(f'{d} {n}' for d, n in capped.items())})"
+                 if capped else ""))
+        for defense in block.defenses:
+            per_defense[defense] = per_defense.get(defense, 0) + block.limit(defense)
+    mean_total = cold_total = 0.0
+    print("\ndefense | answers | mean s/answer | cold p50 s | estimate h (mean) | (cold)")
+    for defense, answers in per_defense.items():
+        figures = timings.get(defense)
+        if not figures or not figures.get("answers"):
+            print(f"{defense} | {answers} | no timing in {timing_path}")
+            continue
+        mean = figures["compute_seconds"] / figures["answers"]
+        cold = figures["cold_p50_s"] if figures["cold_p50_s"] is not None else mean
+        mean_total += answers * mean
+        cold_total += answers * cold
+        print(f"{defense} | {answers} | {mean:.2f} | {cold:.2f} | "
+              f"{answers * mean / 3600:.1f} | {answers * cold / 3600:.1f}")
+    print(f"\n{len(blocks)} blocks, {sum(per_defense.values())} answers; estimated compute "
+          f"{mean_total / 3600:.1f} h (mean per answer, with cache hits) to "
+          f"{cold_total / 3600:.1f} h (cold p50 per answer), KB builds not included")
     return 0
 
 

@@ -10,6 +10,12 @@ demo corpus, then, at 1, 4 and 16 concurrent clients, sends bounded numbers of r
 
 and prints one table (figures only, never pass/fail); the same figures go to
 ``benchmarks/results/service_load.json``. Every cell also stops at ``--cell-seconds``.
+
+``--mixed SECONDS`` runs the mixed load instead (issue 17): for that long, clients asking with
+the extractive reader, clients searching, a writer posting maximum-size documents (as large as
+``--max-body-bytes`` allows, several at once) and a poller timing ``GET /healthz`` every
+quarter second; it prints ``/healthz`` p50/p99/max and every endpoint's status counts (5xx
+and 500 apart), to ``benchmarks/results/service_load_mixed.json``.
 Requests only ever go to the loopback server this script started.
 """
 
@@ -24,7 +30,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,6 +47,9 @@ CONCURRENCY = (1, 4, 16)
 REQUEST_TIMEOUT = 1800.0
 """Sixteen local-panel asks queued behind two ask slots wait minutes on 2 cores."""
 RESULTS = Path(__file__).parent / "results" / "service_load.json"
+MIXED_RESULTS = Path(__file__).parent / "results" / "service_load_mixed.json"
+HEALTH_PERIOD_S = 0.25
+HEALTH_TIMEOUT_S = 10.0
 
 
 def _free_port() -> int:
@@ -47,12 +58,13 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start_server(kb_dir: Path, max_asks: int) -> tuple[subprocess.Popen, str]:
+def _start_server(kb_dir: Path, max_asks: int,
+                  extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(kb_dir), "--port",
          str(port), "--no-cache", "--max-concurrent-asks", str(max_asks), "--workers", "16",
-         "--log-level", "warning"],
+         "--log-level", "warning", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=dict(os.environ, HF_HUB_OFFLINE="1"))
     url = f"http://127.0.0.1:{port}"
@@ -109,6 +121,116 @@ def _run_cell(url: str, token: str, path: str, bodies: list[dict], clients: int,
             "p99_ms": round(float(np.percentile(values, 99)), 1)}
 
 
+def _maximum_document(number: int, max_body_bytes: int) -> dict[str, object]:
+    """One document as large as the body limit allows (plausible policy prose, distinct per
+    ``number``), wrapped as an ingest body."""
+    sentences, size, line = [], 0, 0
+    budget = max_body_bytes - 512  # the JSON around the text
+    while True:
+        sentence = (f"Clause {number}.{line}: items bought in store {line % 97} may be "
+                    f"exchanged within {10 + line % 50} days when unused and with a receipt. ")
+        if size + len(sentence) > min(budget, 1_000_000):
+            break
+        sentences.append(sentence)
+        size += len(sentence)
+        line += 1
+    return {"documents": [{"id": f"load-max-{number}", "text": "".join(sentences)}]}
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    data = np.array(values) * 1000 if values else np.array([np.nan])
+    return {"p50_ms": round(float(np.percentile(data, 50)), 1),
+            "p99_ms": round(float(np.percentile(data, 99)), 1),
+            "max_ms": round(float(np.max(data)), 1)}
+
+
+def run_mixed(seconds: float, *, askers: int, searchers: int, writers: int,
+              max_body_bytes: int, max_asks: int) -> dict[str, object]:
+    """The mixed load of issue 17 against a fresh server; returns the figures."""
+    asked = [q.question for q in questions()]
+    statuses: dict[str, Counter] = {name: Counter() for name in
+                                    ("healthz", "search", "ask", "ingest")}
+    latencies: dict[str, list[float]] = {name: [] for name in statuses}
+    sent: Counter = Counter()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def record(name: str, status: str, elapsed: float) -> None:
+        with lock:
+            statuses[name][status] += 1
+            latencies[name].append(elapsed)
+
+    with tempfile.TemporaryDirectory(prefix="trishield-mixed-") as scratch:
+        kb_dir = Path(scratch) / "kb"
+        with KnowledgeBase.open(kb_dir, create=True) as kb:
+            kb.ingest(load_path(corpus_dir()).documents, tier="trusted", writer=DEMO_WRITER)
+        store = KeyStore(kb_dir)
+        reader = store.create_key("load-reader", "reader", "neutral")[1]
+        writer = store.create_key("load-writer", "writer", "neutral")[1]
+        process, url = _start_server(kb_dir, max_asks,
+                                     ("--max-body-bytes", str(max_body_bytes)))
+
+        def loop(name: str, token: str | None, method: str, path: str, bodies: list,
+                 timeout: float, pause: float = 0.0) -> None:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            with httpx.Client(base_url=url, timeout=timeout, headers=headers) as client:
+                number = 0
+                while not stop.is_set():
+                    body = bodies[number % len(bodies)] if bodies else None
+                    if callable(body):
+                        body = body(number)
+                    number += 1
+                    with lock:
+                        sent[name] += 1
+                    started = time.perf_counter()
+                    try:
+                        response = client.request(method, path, json=body)
+                        status = str(response.status_code)
+                    except httpx.TimeoutException:
+                        status = "timeout"
+                    except httpx.TransportError as error:
+                        status = type(error).__name__
+                    if stop.is_set() and not status.isdigit():
+                        return  # cut off by the end of the run, not an answer
+                    record(name, status, time.perf_counter() - started)
+                    stop.wait(pause)
+
+        written = iter(range(10**9))
+        jobs = [("healthz", None, "GET", "/healthz", [], HEALTH_TIMEOUT_S, HEALTH_PERIOD_S)]
+        jobs += [("ask", reader, "POST", "/v1/ask",
+                  [{"question": q, "panel": ["extractive"]} for q in asked], 300.0)] * askers
+        jobs += [("search", reader, "POST", "/v1/search",
+                  [{"query": q, "k": 5} for q in asked], 300.0)] * searchers
+        jobs += [("ingest", writer, "POST", "/v1/documents",
+                  [lambda _: _maximum_document(next(written), max_body_bytes)],
+                  seconds + 600.0)] * writers
+        threads = [threading.Thread(target=loop, args=job, daemon=True) for job in jobs]
+        started = time.perf_counter()
+        try:
+            for thread in threads:
+                thread.start()
+            stop.wait(seconds)
+        finally:
+            stop.set()
+            wall = time.perf_counter() - started
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # a write still embedding
+                process.kill()
+                process.wait(timeout=30)
+    figures: dict[str, object] = {"seconds": round(wall, 1), "askers": askers,
+                                  "searchers": searchers, "writers": writers,
+                                  "max_body_bytes": max_body_bytes}
+    for name in statuses:
+        counts = statuses[name]
+        figures[name] = {"requests": sum(counts.values()), "statuses": dict(counts),
+                         "unanswered_at_end": sent[name] - sum(counts.values()),
+                         "5xx": sum(n for s, n in counts.items() if s.startswith("5")),
+                         "500": counts.get("500", 0)} | _percentiles(latencies[name])
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--search-requests", type=int, default=300)
@@ -121,7 +243,37 @@ def main() -> None:
                         help="Concurrency levels (repeatable); default 1, 4 and 16.")
     parser.add_argument("--only", choices=["search", "extractive", "local"], action="append",
                         help="Run only these rows (repeatable); default all three.")
+    parser.add_argument("--mixed", type=float, metavar="SECONDS",
+                        help="Run the mixed load (asks, searches, a writer of maximum-size "
+                             "documents, /healthz timed) for SECONDS instead of the table.")
+    parser.add_argument("--askers", type=int, default=4)
+    parser.add_argument("--searchers", type=int, default=4)
+    parser.add_argument("--writers", type=int, default=3,
+                        help="Concurrent posts of maximum-size documents (mixed load).")
+    parser.add_argument("--max-body-bytes", type=int, default=512 * 1024,
+                        help="The server's body limit, and so the size of each write "
+                             "(mixed load; default: the service's default).")
     options = parser.parse_args()
+
+    if options.mixed:
+        figures = run_mixed(options.mixed, askers=options.askers,
+                            searchers=options.searchers, writers=options.writers,
+                            max_body_bytes=options.max_body_bytes,
+                            max_asks=options.max_concurrent_asks)
+        health = figures["healthz"]
+        print(f"mixed load, {figures['seconds']} s: /healthz p50 {health['p50_ms']} ms, "
+              f"p99 {health['p99_ms']} ms, max {health['max_ms']} ms")
+        for name in ("healthz", "search", "ask", "ingest"):
+            row = figures[name]
+            print(f"{name:<8} answered {row['requests']:>5}  5xx {row['5xx']:>4}  "
+                  f"500 {row['500']:>3}  p50 {row['p50_ms']:>9.1f} ms  "
+                  f"p99 {row['p99_ms']:>9.1f} ms  statuses {row['statuses']}  "
+                  f"in flight at the end {row['unanswered_at_end']}")
+        MIXED_RESULTS.parent.mkdir(exist_ok=True)
+        MIXED_RESULTS.write_text(json.dumps({"machine": {"cpus": os.cpu_count(),
+                                                         "python": platform.python_version()},
+                                             **figures}, indent=2) + "\n")
+        return
 
     asked = [q.question for q in questions()]
     every = {

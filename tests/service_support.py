@@ -67,13 +67,15 @@ def free_port() -> int:
 class ServerProcess:
     """``trishield serve`` as a real subprocess on a free loopback port."""
 
-    def __init__(self, kb_dir: Path, *, fault: str | None = None, extra: tuple[str, ...] = ()):
+    def __init__(self, kb_dir: Path, *, fault: str | None = None, extra: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = dict(os.environ)
         environment.pop(FAULT_PAUSE_ENV, None)
         if fault:
             environment[FAULT_PAUSE_ENV] = fault
+        environment.update(env or {})
         self.process = subprocess.Popen(
             [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(kb_dir), "--port",
              str(self.port), "--log-level", "warning", *extra],

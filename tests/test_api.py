@@ -55,8 +55,8 @@ def test_screen_ranks_by_trust_and_traces_every_passage() -> None:
                  "tier": "untrusted" if i else "trusted", "score": 1.0 - i / 10}
                 for i in range(4)]
     screening = trishield.screen("When does the museum open?", passages, k=2)
-    assert len(screening.kept) == 2 and screening.refusal is None
-    assert screening.kept[0].id == "p0"  # trusted and most relevant
+    # the four are near-duplicates of each other: one source, one context slot
+    assert [p.id for p in screening.kept] == ["p0"] and screening.refusal is None
     trace = screening.trace
     assert [row.chunk_id for row in trace.candidates] == ["p0#0", "p1#0", "p2#0", "p3#0"]
     assert len(trace.ring1.verdicts) == 4 and len(trace.ring2.ranked) == 4

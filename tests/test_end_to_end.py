@@ -73,8 +73,12 @@ def test_poison_changes_the_undefended_answer_but_not_the_defended_one(
     assert not contains_answer(defended.answer or "", TARGET)
     assert not defended.refused and contains_answer(defended.answer, CORRECT), defended.reason
     trace = defended.trace.as_dict()
-    assert trace["gate"]["use_panel"] and trace["ring3"]["rounds"]
-    assert {v["member"] for v in trace["ring3"]["rounds"][0]["votes"]} == set(DEFAULT_PANEL)
+    assert trace["ring3"]["rounds"]
+    # Ring 1 held the poisons at ingest: one trusted writer speaks, nothing is contested
+    assert not any("contested" in reason for reason in trace["gate"]["reasons"])
+    members = {v["member"] for v in trace["ring3"]["rounds"][0]["votes"]}
+    assert members == (set(DEFAULT_PANEL) if trace["gate"]["use_panel"]
+                       else {DEFAULT_PANEL[0]})
 
 
 def test_benign_question_is_still_answered(knowledge_bases: Path, panel) -> None:

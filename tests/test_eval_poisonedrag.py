@@ -9,12 +9,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from trishield.answers import contains_answer
 from trishield.errors import InputError
 from trishield.eval.metrics import OUTCOMES
+from trishield.eval.poisonedrag import knowledge_bases as kbs
 from trishield.eval.poisonedrag.attacks import (
     FAMILIES,
     get_family,
@@ -24,13 +26,25 @@ from trishield.eval.poisonedrag.attacks import (
     seeded_order,
 )
 from trishield.eval.poisonedrag.conditions import Condition, poisons_in_context
-from trishield.eval.poisonedrag.plan import Block, full_plan
+from trishield.eval.poisonedrag.defenses import DEFENSES
+from trishield.eval.poisonedrag.diverse import STYLES, diverse_texts
+from trishield.eval.poisonedrag.plan import (
+    ADAPTIVE_FAMILIES,
+    CORE_DEFENSES,
+    Block,
+    Sizes,
+    families_of,
+    full_plan,
+)
 from trishield.eval.poisonedrag.provenance import Provenance
 from trishield.eval.poisonedrag.questions import target_questions
 from trishield.eval.poisonedrag.records import Checkpoint
 from trishield.eval.poisonedrag.render import render_markdown
-from trishield.eval.poisonedrag.scoring import score
+from trishield.eval.poisonedrag.scoring import score, wilson_interval
 from trishield.eval.report import markdown_table
+from trishield.kb import KnowledgeBase
+from trishield.kb.datasets import wiki5k_documents
+from trishield.rings.ingest_guard import IngestGuard
 
 TARGETS = load_targets()
 
@@ -86,6 +100,50 @@ def test_split_claim_separates_topic_from_claim() -> None:
         assert claim.text.lower().startswith(record.lower())
 
 
+_STYLE_MARKS = {"news": " (staff report) - ",
+                "encyclopedic": " is covered in most general reference works. ",
+                "faq": "Frequently asked questions\nQ: ",
+                "table": "| field | value |\n| subject | ",
+                "quote": "\"People ask me about "}
+
+
+def test_diverse_poisons_are_five_distinct_styles_carrying_the_wrong_answer() -> None:
+    family = get_family("diverse")
+    assert set(_STYLE_MARKS) == set(STYLES)
+    changed = 0
+    for target in TARGETS:
+        docs = family.poisons(target, seed=0)
+        assert [d.text for d in docs] == [d.text for d in family.poisons(target, seed=0)]
+        assert len(docs) == len(STYLES) == len({d.text for d in docs})
+        for style, document in zip(STYLES, docs, strict=True):
+            # each poison is in its own style and in no other
+            assert [s for s, mark in _STYLE_MARKS.items() if mark in document.text] == [style]
+            assert contains_answer(document.text, target.incorrect), (target.id, document.text)
+        changed += [d.text for d in docs] != [d.text for d in family.poisons(target, seed=1)]
+    assert changed > 50  # the incidental wording follows the seed
+
+
+def test_diverse_news_and_encyclopedia_quote_two_different_published_claims() -> None:
+    target = TARGETS[0]
+    news, encyclopedic = (d.text for d in get_family("diverse").poisons(target, seed=0)[:2])
+    sources = [[n for n, text in enumerate(target.adv_texts) if s and s in text]
+               for s in (news.split(" - ", 1)[1].split(" The detail")[0],
+                         encyclopedic.split("reference works. ", 1)[1].split(" Later")[0])]
+    assert sources[0] and sources[1] and set(sources[0]).isdisjoint(sources[1])
+
+
+def test_diverse_falls_back_to_a_plain_claim_and_refuses_empty_fields() -> None:
+    import random
+
+    texts = diverse_texts("is the sky green", "yes", ["No claim sentence here."],
+                          random.Random(0))
+    assert all(contains_answer(text, "yes") for text in texts)
+    with pytest.raises(InputError, match="incorrect answer"):
+        diverse_texts("is the sky green", " ", [], random.Random(0))
+    with pytest.raises(InputError, match="question"):
+        diverse_texts("", "yes", [], random.Random(0))
+
+
 def test_unknown_family_and_bad_condition_are_refused() -> None:
     with pytest.raises(InputError, match="unknown attack family"):
         get_family("nope")
@@ -93,6 +151,12 @@ def test_unknown_family_and_bad_condition_are_refused() -> None:
         Condition("x", "published", provenance="sort-of-trusted")
     with pytest.raises(InputError, match="fraction"):
         Condition("x", "mixed", fraction=1.5)
+    with pytest.raises(InputError, match="writer setting"):
+        Condition("x", "published", writers="crowd")
+    with pytest.raises(InputError, match="sybil"):
+        Condition("x", "published", provenance="untrusted", writers="sybil")
+    with pytest.raises(InputError, match="sybil"):
+        Condition("x", "mixed", fraction=0.5, writers="sybil")
 
 
 @pytest.mark.parametrize("fraction", [0.2, 0.4, 0.5, 0.6, 0.8])
@@ -140,12 +204,138 @@ def test_plan_covers_every_family_and_setting() -> None:
     blocks = full_plan()
     names = {b.name for b in blocks}
     assert {"published", "template", "question-moved", "claim-only", "gt-swap", "split-claim",
-            "single", "published/untrusted", "mixed/forged", "mixed/forged-unchecked",
-            "benign-targets", "benign-squad", "benign-nq"} <= names
+            "single", "diverse", "published/untrusted", "mixed/forged",
+            "mixed/forged-unchecked", "benign-targets", "benign-squad", "benign-nq"} <= names
     assert {f"fraction-{p}/{s}" for p in (0.2, 0.4, 0.5, 0.6, 0.8)
             for s in ("neutral", "trusted-clean")} <= names
     with pytest.raises(InputError, match="unknown defense"):
         full_plan(("none", "magic"))
+
+
+def test_plan_has_every_adaptive_family_under_both_conditions_at_size() -> None:
+    blocks = {b.name: b for b in full_plan()}
+    sybil_names = {"published/sybil", *(f"{f}/sybil" for f in ADAPTIVE_FAMILIES)}
+    assert {b.name for b in blocks.values()
+            if b.condition is not None and b.condition.writers == "sybil"} == sybil_names
+    for family in ("published", *ADAPTIVE_FAMILIES):
+        for name in (family, f"{family}/sybil"):
+            block = blocks[name]
+            assert block.condition is not None and block.condition.family == family
+            assert block.condition.provenance == "neutral" and block.condition.fraction is None
+            assert block.size >= (100 if family in ("published", "gt-swap") else 50)
+            assert set(CORE_DEFENSES) <= set(block.defenses)
+            assert all(block.limit(d) == block.size for d in CORE_DEFENSES)
+        assert blocks[f"{family}/sybil"].condition.writers == "sybil"
+        assert blocks[family].condition.writers == "attacker"
+    # gt-swap asks every target, so every applicable one is in its rows
+    assert blocks["gt-swap"].size == blocks["gt-swap/sybil"].size == len(TARGETS)
+    # the other defenses still answer a nested subset of every block; costly ones less
+    assert blocks["claim-only"].limit("ring2") == Sizes().adaptive_others
+    assert blocks["claim-only"].limit("expansion-k50") == 5
+    assert set(blocks["claim-only"].defenses) == set(DEFENSES)
+    # untrusted-writer and forged-tag blocks stay, RAGDefender side by side
+    for name in ("published/untrusted", "mixed/forged", "mixed/forged-unchecked"):
+        assert {"full-gated", "ragdefender-pool20", "none"} <= set(blocks[name].defenses)
+    assert ("claim-only", "sybil") in families_of(list(blocks.values()))
+    # order of importance: published, its benign twin, published under sybil, adaptive
+    order = [b.name for b in full_plan()]
+    assert order[:3] == ["published", "benign-targets", "published/sybil"]
+    assert order.index("diverse/sybil") < order.index("benign-squad")
+    assert order.index("claim-only") < order.index("claim-only/sybil") < order.index("gt-swap")
+
+
+def test_plan_keeps_quick_small_but_exercises_sybil_and_diverse() -> None:
+    from trishield.eval.poisonedrag.plan import QUICK_DEFENSES, QUICK_SIZES
+
+    blocks = full_plan(QUICK_DEFENSES, QUICK_SIZES, quick=True)
+    assert "diverse/sybil" in {b.name for b in blocks}
+    assert sum(b.limit(d) for b in blocks for d in b.defenses) <= 60
+
+
+def test_wilson_interval_on_known_counts() -> None:
+    # reference values of the Wilson score interval (z = 1.96): Newcombe (1998), Table I
+    low, high = wilson_interval(81, 263)
+    assert (round(low, 4), round(high, 4)) == (0.2553, 0.3662)
+    low, high = wilson_interval(15, 148)
+    assert (round(low, 4), round(high, 4)) == (0.0624, 0.1605)
+    low, high = wilson_interval(0, 20)
+    assert low == 0.0 and round(high, 4) == 0.1611
+    low, high = wilson_interval(1, 29)
+    assert (round(low, 4), round(high, 4)) == (0.0061, 0.1718)
+    low, high = wilson_interval(50, 50)
+    assert round(low, 4) == 0.9287 and high == 1.0
+    assert wilson_interval(0, 0) is None
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(3, 2)
+
+
+# -- sybil knowledge bases ---------------------------------------------------------------------
+
+class _WriterRecordingGuard(IngestGuard):
+    """Ring 1 as the benchmark builds it, noting which writer each screened batch came from."""
+
+    calls: ClassVar[list[tuple[list[str], str]]] = []
+    interrupt_at: ClassVar[int | None] = None  # the call that is "killed" before it commits
+
+    def screen(self, ids, texts, *, tiers, embeddings, neighbourhood):
+        if len(type(self).calls) + 1 == type(self).interrupt_at:
+            raise KeyboardInterrupt
+        type(self).calls.append((list(ids), neighbourhood.writer))
+        return super().screen(ids, texts, tiers=tiers, embeddings=embeddings,
+                              neighbourhood=neighbourhood)
+
+
+@pytest.mark.slow
+def test_sybil_kb_ingests_every_poison_by_its_own_writer_in_its_own_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    targets = TARGETS[:3]
+    truth = {doc_id for t in targets for doc_id, _ in t.gt_passages}
+    documents = wiki5k_documents()
+    clean = [d for d in documents if d.id in truth] + [
+        d for d in documents if d.id not in truth][:25]
+    base = kbs.build_base(tmp_path, "mini", clean)
+    monkeypatch.setattr(kbs, "IngestGuard", _WriterRecordingGuard)
+    # a build interrupted at its 7th batch leaves a staging copy that the next build continues
+    _WriterRecordingGuard.calls, _WriterRecordingGuard.interrupt_at = [], 7
+    with pytest.raises(KeyboardInterrupt):
+        kbs.build_family(tmp_path, base, "published", targets, 0, guarded=True,
+                         writers="sybil")
+    assert len(_WriterRecordingGuard.calls) == 6
+    assert (tmp_path / "mini-sybil-published-guarded.building" / kbs.RESUME).is_file()
+    _WriterRecordingGuard.interrupt_at = None
+    sybil = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=True,
+                             writers="sybil")
+    assert not (sybil / kbs.RESUME).exists()
+    single = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=True)
+    assert sybil != single and "sybil" in sybil.name and "sybil" not in single.name
+    poisons = [[d.id for d in get_family("published").poisons(t, 0)] for t in targets]
+    # Ring 1 screened each sybil poison alone, as its own writer, round-robin over targets
+    sybil_calls = _WriterRecordingGuard.calls[:15]  # 6 before the interruption, 9 after
+    assert [ids for ids, _ in sybil_calls] == [[p[n]] for n in range(5) for p in poisons]
+    assert [writer for _, writer in sybil_calls] == [kbs.sybil_writer(ids[0])
+                                                     for ids, _ in sybil_calls]
+    # the single attacker: one batch, one writer
+    assert _WriterRecordingGuard.calls[15:] == [
+        ([i for p in poisons for i in p], kbs.ATTACKER)]
+    with KnowledgeBase.open(sybil) as kb:
+        stored = {}
+        for doc_id in (i for p in poisons for i in p):
+            stored[doc_id] = kb.store.document(doc_id) or kb.store.quarantined_document(doc_id)
+        clean_writers = {kb.store.document(d.id)["writer"] for d in clean}
+    assert len({r["writer"] for r in stored.values()}) == 15
+    assert len({r["batch_id"] for r in stored.values()}) == 15
+    assert all(r["writer"] == kbs.sybil_writer(i) and r["tier"] == "neutral"
+               and "attack" not in r["writer"] for i, r in stored.items())
+    assert clean_writers == {kbs.CLEAN_WRITER}
+    assert json.loads((sybil / kbs.MARKER).read_text())["batches"] == 15
+    # rebuilding with the same inputs reuses both KBs (nothing is screened again)
+    _WriterRecordingGuard.calls = []
+    assert kbs.build_family(tmp_path, base, "published", targets, 0, guarded=True,
+                            writers="sybil") == sybil
+    assert _WriterRecordingGuard.calls == []
+    with pytest.raises(InputError, match="writer setting"):
+        kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                         writers="crowd")
 
 
 # -- checkpoint --------------------------------------------------------------------------------
@@ -223,29 +413,43 @@ def test_scoring_reports_missing_answers_as_incomplete() -> None:
 
 def test_markdown_headline_says_what_each_cell_stands_on() -> None:
     attacked = {"name": "published", "condition": {"family": "published"}, "size": 4}
+    sybil = {"name": "published/sybil", "condition": {"family": "published",
+                                                      "writers": "sybil"}, "size": 4}
     benign = {"name": "benign-squad", "condition": None, "size": 4}
     sweep = {"name": "fraction-0.5/neutral", "condition": {"family": "mixed"}, "size": 2}
 
     def attack(answered: int, asked: int, asr: float) -> dict:
         return {"answered": answered, "asked": asked, "complete": answered == asked, "asr": asr,
                 "asr_ci95": [0.0, 1.0], "outcomes": {"blocked": 1, "succeeded": 1, "evaded": 0},
-                "accuracy_under_attack": 0.5, "refusals": 0, "cost": {"llm_calls_per_query": 1.0}}
+                "accuracy_under_attack": 0.5, "accuracy_ci95": [0.15, 0.85],
+                "clean_accuracy_same_targets": 0.75, "clean_accuracy_ci95": [0.3, 0.95],
+                "applicable": asked, "refusals": 0, "cost": {"llm_calls_per_query": 1.0}}
 
     payload = {
         "scoring_version": "v", "configuration": {"kb_profile": "mini", "k": 5, "seed": 0},
         "answers": {"planned": 9, "checkpointed": 8, "complete": False},
-        "blocks": [attacked, benign, sweep],
+        "blocks": [attacked, benign, sybil, sweep],
         "results": {"published": {"none": attack(4, 4, 0.75), "paraphrase": attack(2, 2, 0.5),
                                   "expansion-k50": attack(1, 2, 1.0)},
+                    "published/sybil": {"none": attack(4, 4, 0.25)},
                     "benign-squad": {"none": {"answered": 4, "asked": 4, "complete": True,
-                                              "accuracy": 0.25}},
+                                              "accuracy": 0.25, "accuracy_ci95": [0.05, 0.7],
+                                              "false_refusals": 1,
+                                              "false_refusal_ci95": [0.05, 0.7],
+                                              "cost": {"llm_calls_per_query": 1.25}}},
                     "fraction-0.5/neutral": {"none": attack(2, 2, 0.0)}}}
     text = render_markdown(payload)
     assert "(partial: 8 of 9 answers so far)" in text
-    assert "| none | 0.75 | 0.25 |" in text
-    assert "| paraphrase | 0.50 (n=2) | not run |" in text
-    assert "| expansion-k50 | 1.00 (1/2) | not run |" in text
-    assert "| fraction-0.5/neutral | 0.00 |" in text
+    neutral, sybil_part = text.split("all-neutral condition")[1].split("sybil condition")
+    assert "| none | 0.75 [0.00, 1.00] |" in neutral
+    assert "| paraphrase | 0.50 (n=2) [0.00, 1.00] |" in neutral
+    assert "| expansion-k50 | 1.00 (1/2) [0.00, 1.00] |" in neutral
+    assert "| none | 0.25 [0.00, 1.00] |" in sybil_part and "paraphrase" not in \
+        sybil_part.split("## Benign")[0]
+    assert "| benign-squad | none | 0.25 [0.05, 0.70] | 1/4 [0.05, 0.70] | 1.25 |" in text
+    assert ("| published/sybil | none | 4/4 | 4 | 0.25 [0.00, 1.00] | 0.50 [0.15, 0.85] | "
+            "0.75 [0.30, 0.95] | 0 | 1.00 |") in text
+    assert "| fraction-0.5/neutral | 0.00 [0.00, 1.00] |" in text
     assert markdown_table(["a|b"], [[None], [0.5]]) == "| a\\|b |\n|---|\n|  |\n| 0.500 |\n"
 
 

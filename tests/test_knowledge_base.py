@@ -183,3 +183,43 @@ def test_read_methods_for_higher_layers(demo_kb_dir: Path) -> None:
         pks, vectors = kb.store.all_embeddings(kb.dimension)
         by_pk = dict(zip(pks.tolist(), vectors, strict=True))
         assert all(np.array_equal(vector, by_pk[pk]) for pk, vector in found.items())
+
+
+def test_a_damaged_index_file_fails_its_checksum_and_is_rebuilt(demo_kb_dir: Path) -> None:
+    """One flipped byte keeps the file's size and may even load: only the checksum tells."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        generation = kb.store.generation()
+        assert kb.check_indexes() == {"generation": generation, "present": True,
+                                      "intact": True}
+    dense = demo_kb_dir / f"dense-{generation}.faiss"
+    data = bytearray(dense.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    dense.write_bytes(bytes(data))
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        assert kb.check_indexes()["intact"] is False
+        results = kb.search("parental leave", backend="hybrid", k=3)
+        assert results and results[0].doc_id in {"leave-policy", "employee-handbook"}
+        assert dense.read_bytes() == bytes(data)  # the reader rebuilt in memory only
+        assert kb.repair() == generation
+        assert kb.check_indexes()["intact"] is True
+
+
+def test_a_write_over_its_time_limit_or_lock_wait_writes_nothing(demo_kb_dir: Path) -> None:
+    """Issue 17 item 3: a write is bounded in time (the service sets both limits)."""
+    import fcntl
+
+    from trishield.errors import BusyError
+
+    before = _snapshot(demo_kb_dir)
+    long_text = " ".join(f"Clause {n}: tents may be exchanged within {n} days." for n in range(900))
+    with (KnowledgeBase.open(demo_kb_dir, write_time_limit=0.001) as kb,
+          pytest.raises(BusyError, match="took longer than")):
+        kb.ingest([Document(id="slow", text=long_text)])
+    with (demo_kb_dir / "kb.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        with KnowledgeBase.open(demo_kb_dir, lock_timeout=0.2) as kb:
+            with pytest.raises(BusyError, match="another writer holds"):
+                kb.ingest([Document(id="locked", text="Kayaks are rented by the hour.")])
+            assert kb.search("kayaks rented", k=1)  # a reader needs no lock
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    assert _snapshot(demo_kb_dir) == before

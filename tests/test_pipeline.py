@@ -132,23 +132,23 @@ def test_gated_mode_opens_on_uncertainty_and_stays_shut_when_confident(
     opened = build_defense("full", poisoned_kb, [ExtractiveReader()]).ask(REFUND.question)
     assert opened.trace.gate.use_panel
     reasons = " ".join(opened.trace.gate.reasons)
-    assert "low-trust" in reasons or "Ring 1" in reasons or "conflict" in reasons
+    assert "Ring 1" in reasons or "contested" in reasons
     from dataclasses import replace
 
     from trishield.rings.consensus import ConsensusConfig
     from trishield.rings.ingest_guard import GuardConfig
 
-    # flagging and conflict detection off, no margin rule, only trusted sources: confident
+    # flagging off, one trusted writer: no risk
     from trishield.rings.retrieval_scorer import ScorerConfig
 
     calm = PipelineConfig(guard=replace(GuardConfig(), flag_theta=1.0),
                           scorer=replace(ScorerConfig(), detect_conflicts=False),
-                          consensus=replace(ConsensusConfig(), trust_margin=0.0))
+                          consensus=ConsensusConfig())
     with KnowledgeBase.open(demo_kb_dir) as kb:
         answer = (build_defense("full", kb, [ExtractiveReader()], config=calm)
             .ask("What are the customer support opening hours?"))
     assert answer.trace.gate.model_dump() == {"mode": "gated", "use_panel": False,
-                                    "reasons": ["Rings 1-2 confident: one model answers"]}
+                                    "reasons": ["Rings 1-2 saw no risk: one model answers"]}
 
 
 def test_relevance_floor_refuses_when_nothing_relevant_was_found(demo_kb_dir: Path) -> None:

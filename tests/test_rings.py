@@ -132,16 +132,18 @@ def test_relevance_and_corroboration_by_hand() -> None:
 
 
 def test_trust_formula_and_reranking() -> None:
+    """T = w_prov * S_ev + (1 - w_prov) * s_rel; without a question there is no evidence and
+    relevance alone ranks (S_ev 0)."""
     scorer = RetrievalScorer()
     candidates = [_candidate(1, "durian", 3.0, "untrusted"),
                   _candidate(2, "apple banana cherry", 2.0, "neutral"),
                   _candidate(3, "apple banana", 1.0, "trusted")]
     result = scorer.score(candidates, context=2)
     by_id = {p.candidate.doc_id: p for p in result.ranked}
-    # s_rel = [1, .5, 0]; S_con raw [0, 2, 1] -> normalised [0, 1, .5]
-    assert by_id["doc1"].trust == pytest.approx(0.8 * 0.0 + 0.2 * 1.0)
-    assert by_id["doc2"].trust == pytest.approx(0.5 * 1.0 + 0.5 * 0.5)
-    assert by_id["doc3"].trust == pytest.approx(0.2 * 0.5 + 0.8 * 0.0)
+    # s_rel = [1, .5, 0]; S_ev 0 everywhere
+    assert by_id["doc1"].trust == pytest.approx(0.2 * 1.0)
+    assert by_id["doc2"].trust == pytest.approx(0.5 * 0.5)
+    assert by_id["doc3"].trust == pytest.approx(0.0)
     assert [p.candidate.doc_id for p in result.ranked] == ["doc2", "doc1", "doc3"]
     assert [p.candidate.doc_id for p in result.context] == ["doc2", "doc1"]
 

@@ -272,3 +272,21 @@ def test_a_refused_batch_leaves_nothing_behind(served) -> None:
     assert clash.status_code == 409 and "refund-policy" in clash.json()["error"]
     assert client.get("/healthz").json() == before
     assert client.get("/v1/documents/batch/new-1", headers=bearer(keys.reader)).status_code == 404
+
+
+def test_docs_page_works_offline_under_the_csp(served) -> None:
+    """Issue 17 item 11: /docs was Swagger UI from a CDN behind an inline script, which the
+    service's own CSP blocks (and no CDN is reachable offline): the page was blank."""
+    client, _, _ = served
+    page = client.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    text = page.text
+    assert "<script" not in text and "<style" not in text and "style=" not in text
+    assert "cdn" not in text and "https://" not in text and "http://" not in text
+    for path in ("/v1/documents", "/v1/ask", "/v1/search", "/healthz", "IngestRequest"):
+        assert path in text
+    stylesheet = client.get("/docs/style.css")
+    assert stylesheet.status_code == 200 and stylesheet.headers["content-type"].startswith(
+        "text/css")
+    assert client.get("/openapi.json").status_code == 200

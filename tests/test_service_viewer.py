@@ -82,8 +82,12 @@ def browser() -> Iterator:
                     "installs them)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    # the driver path is given (Service(CHROMEDRIVER)), so Selenium Manager never runs and
+    # never looks for a driver online; these keep Chromium itself off the network too
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1400,1000", "--hide-scrollbars"):
+                     "--disable-gpu", "--window-size=1400,1000", "--hide-scrollbars",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync"):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
@@ -174,3 +178,20 @@ def test_quarantine_page_lists_and_releases_for_admins(live_app, browser) -> Non
     held[0].find_element(By.CSS_SELECTOR, "button[data-release]").click()
     _wait(browser, lambda d: "released held/" in d.find_element(By.ID, "status").text)
     assert "audited as ada" in browser.find_element(By.ID, "status").text
+
+
+def test_docs_page_renders_in_the_browser(live_app, browser) -> None:
+    """Issue 17 item 11: /docs was blank in a browser (Swagger UI from a CDN, started by an
+    inline script that the service's CSP blocks). Now the page shows every endpoint, styled
+    by its same-origin stylesheet."""
+    from selenium.webdriver.common.by import By
+
+    url, _ = live_app
+    browser.get(f"{url}/docs")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".op"), timeout=30)
+    assert "TriShield" in browser.find_element(By.TAG_NAME, "h1").text
+    paths = {element.text for element in browser.find_elements(By.CSS_SELECTOR, ".op .path")}
+    assert {"/v1/documents", "/v1/ask", "/v1/search", "/healthz"} <= paths
+    border = browser.find_element(By.CSS_SELECTOR, ".op").value_of_css_property("border-top-style")
+    assert border == "solid"  # the stylesheet loaded under the CSP
+    _screenshot(browser, "docs")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from rich.table import Table
 
 from trishield import config
 from trishield.defenses import DEFENSES
-from trishield.errors import TriShieldError
+from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
 from trishield.kb.retrieval import BACKENDS
 from trishield.rings.consensus import GATE_MODES
@@ -120,6 +121,8 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
                       f"{escape('; '.join(held['reasons']))}")
     for name in skipped:
         console.print(f"[yellow]not ingested (not .txt/.md):[/] {escape(name)}")
+    for warning in report.warnings:
+        errors.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
                   f"(generation {stats['generation']}, {stats['embedding_model']}).")
 
@@ -430,8 +433,9 @@ def quarantine_discard(doc_id: str, kb_dir: Path, discarded_by: str, reason: str
               help="Address to listen on (loopback by default; put TLS in front for more).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--max-body-bytes", type=click.IntRange(min=1024),
-              default=8 * 1024 * 1024, show_default=True,
-              help="Largest accepted ingest body; larger ones get 413.")
+              default=512 * 1024, show_default=True,
+              help="Largest accepted ingest body; larger ones get 413 (it bounds how long one "
+                   "write holds the writer).")
 @click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
               help="KB handles for concurrent requests.")
 @click.option("--max-concurrent-asks", type=click.IntRange(1, 64), default=2,
@@ -442,12 +446,21 @@ def quarantine_discard(doc_id: str, kb_dir: Path, discarded_by: str, reason: str
 @click.option("--allow-members", help="Comma-separated members a request may choose "
               "(default: the default panel's members and extractive).")
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
+@click.option("--write-backlog", type=click.IntRange(0, 1000), default=8, show_default=True,
+              help="Writes that may wait behind the running one; more get 503.")
+@click.option("--lock-timeout", type=click.FloatRange(0.1, 3600), default=10.0,
+              show_default=True, help="Seconds a write waits for the KB lock held by another "
+                                      "process before 503.")
+@click.option("--write-time-limit", type=click.FloatRange(1, 86400), default=600.0,
+              show_default=True, help="Seconds after which an ingest stops embedding and "
+                                      "gets 503 (nothing written).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
 @config_option
 def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_concurrent_asks: int, panel_option: str | None, allow_members: str | None,
-          no_cache: bool, log_level: str, config_file: Path | None) -> None:
+          no_cache: bool, write_backlog: int, lock_timeout: float, write_time_limit: float,
+          log_level: str, config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
     from trishield.llm.panel import parse_panel_option
     from trishield.service.runtime import ServiceConfig
@@ -459,7 +472,9 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
     allowed = tuple(parse_panel_option(allow_members)) if allow_members else None
     run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,
                              workers=workers, max_concurrent_asks=max_concurrent_asks,
-                             allowed_members=allowed, use_cache=not no_cache),
+                             allowed_members=allowed, use_cache=not no_cache,
+                             write_backlog=write_backlog, lock_timeout_s=lock_timeout,
+                             write_time_limit_s=write_time_limit),
                host=host, port=port, log_level=log_level, console=errors)
 
 
@@ -662,6 +677,32 @@ def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | N
 @cli.command()
 @kb_option
 @json_option
+def repair(kb_dir: Path, json_output: bool) -> None:
+    """Check the search indexes of --kb against their checksums and the database, and rebuild
+    and save them when they are missing, stale or damaged (a truncated or emptied file)."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        before = kb.check_indexes()
+        rebuilt = not before["intact"]
+        if rebuilt:
+            kb.repair()
+        after = kb.check_indexes()
+    if not after["intact"]:  # only a bug or a disk that lies gets here
+        raise KnowledgeBaseError(f"the indexes of {kb_dir} are still damaged after a rebuild")
+    report = {"generation": after["generation"], "indexes_were": (
+        "intact" if not rebuilt else "damaged" if before["present"] else "missing"),
+        "rebuilt": rebuilt}
+    if json_output:
+        _print_json(report)
+        return
+    console.print(f"indexes of generation {report['generation']} were {report['indexes_were']}"
+                  + ("; rebuilt from the database and saved" if rebuilt else "; nothing to do"))
+
+
+@cli.command()
+@kb_option
+@json_option
 def info(kb_dir: Path, json_output: bool) -> None:
     """Show what a knowledge base holds and how it was built."""
     from trishield.kb import KnowledgeBase
@@ -825,6 +866,10 @@ def main() -> None:
     except OSError as error:
         errors.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
         sys.exit(1)
+    except sqlite3.Error as error:  # one the KB layer did not translate: still no traceback
+        errors.print(f"[red]error:[/] the database cannot be used: {escape(str(error))}",
+                     soft_wrap=True)
+        sys.exit(KnowledgeBaseError.exit_code)
 
 
 if __name__ == "__main__":

@@ -62,3 +62,27 @@ class DatasetError(TriShieldError):
     """A data set is missing from the data directory or fails its sha256 check."""
 
     exit_code = 5
+
+
+class BusyError(KnowledgeBaseError):
+    """The knowledge base is busy (another writer holds its lock, SQLite is locked by another
+    process, the write backlog is full): nothing was done, and the same request can be retried
+    after ``retry_after`` seconds. HTTP maps it to 503 with ``Retry-After``."""
+
+    def __init__(self, message: str, *, retry_after: int = 5):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class StorageFullError(KnowledgeBaseError):
+    """The disk is full. ``committed`` tells the truth about the write that hit it: False means
+    nothing was written. HTTP maps it to 507 Insufficient Storage."""
+
+    def __init__(self, message: str, *, committed: bool = False):
+        super().__init__(message)
+        self.committed = committed
+
+
+class ReadOnlyError(KnowledgeBaseError):
+    """The knowledge base is served read-only (its directory or database cannot be written):
+    reads work, every write is refused before anything is tried. HTTP maps it to 503."""

@@ -42,12 +42,13 @@ class ContextPassage:
     tier: str
     trust: float
     text: str
+    writer: str = ""
 
     @classmethod
     def of(cls, candidate: Candidate, trust: float = 1.0) -> ContextPassage:
         """A retrieved candidate as context; without a reranker every passage has trust 1."""
         return cls(candidate.chunk_id, candidate.doc_id, candidate.chunk.tier, trust,
-                   candidate.chunk.text)
+                   candidate.chunk.text, candidate.chunk.writer)
 
     def row(self) -> ContextRow:
         return ContextRow(id=self.id, doc_id=self.doc_id, tier=self.tier,
@@ -75,6 +76,9 @@ class Run:
     retriever: Retriever | None = None
     """Where the candidates came from (Ring 1 asks it for embeddings, Ring 2 for terms)."""
     signals: GateSignals = field(default_factory=GateSignals)
+    evidence: object | None = None
+    """Ring 2's reading of the pool as evidence (a :class:`trishield.rings.evidence.Evidence`,
+    a layer above this one), which Ring 3 weighs its answer against."""
     calls: list[CallRow] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
@@ -152,6 +156,15 @@ class Retriever(Protocol):
 
     def unknown_terms(self, query: str) -> list[str]:
         """Content words of ``query`` that no stored passage contains (closed-domain mode)."""
+        ...
+
+
+@runtime_checkable
+class WriterRecords(Protocol):
+    """A retriever that knows its writers' track records (a knowledge base does; passages
+    from elsewhere do not, and then every writer counts as established)."""
+
+    def documents_per_writer(self) -> dict[str, int]:
         ...
 
 

@@ -140,6 +140,54 @@ class Ring2Trace(_Row):
     unknown_terms: list[str] | None = None
 
 
+class EvidencePassage(_Row):
+    """What one pooled passage says about the question (Ring 2's claim reading)."""
+
+    id: str
+    writer: str
+    tier: str
+    about_question: bool
+    relevance: float
+    candidates: list[str]
+
+
+class SourceRow(_Row):
+    """Passages that count as one independent witness, and what the witness weighs."""
+
+    passages: list[str]
+    writers: list[str]
+    tier: str
+    record: float
+    established: bool
+    weight: float
+
+
+class ClaimRow(_Row):
+    claim: str
+    top_tier: str | None
+    weight: float
+    sources: list[SourceRow]
+
+
+class WeighingRow(_Row):
+    """Claims weighed: the best against the runner-up (``support`` is the best)."""
+
+    outcome: str
+    reason: str
+    support: ClaimRow
+    opposition: ClaimRow | None = None
+
+
+class EvidenceTrace(_Row):
+    """The pool read as evidence: claims, near-duplicate clusters, writers' track records,
+    and every answer weighed (docs/design.md, "Evidence")."""
+
+    passages: list[EvidencePassage]
+    near_duplicate_clusters: list[list[str]]
+    writer_records: dict[str, float]
+    verdicts: list[WeighingRow] = Field(default_factory=list)
+
+
 class ContextRow(_Row):
     """A passage the answerer was given, with the trust it was given at."""
 
@@ -237,6 +285,7 @@ class Trace(BaseModel):
     candidates: list[CandidateRow] = Field(default_factory=list)
     ring1: Ring1Trace | None = None
     ring2: Ring2Trace | None = None
+    evidence: EvidenceTrace | None = None
     context: list[ContextRow] = Field(default_factory=list)
     gate: GateTrace | None = None
     ring3: Ring3Trace | None = None

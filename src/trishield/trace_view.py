@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield.pipeline import Answer
-from trishield.trace import GateTrace, Ring1Trace, Ring2Trace, Ring3Trace
+from trishield.trace import EvidenceTrace, GateTrace, Ring1Trace, Ring2Trace, Ring3Trace
 
 
 def _short(text: str, limit: int = 90) -> str:
@@ -30,9 +30,9 @@ def _ring1_table(ring1: Ring1Trace) -> Table:
 
 
 def _ring2_table(ring2: Ring2Trace) -> Table:
-    table = Table(title="Ring 2 (Retrieval Scorer): T = w_prov*S_con + (1-w_prov)*s_rel",
+    table = Table(title="Ring 2 (Retrieval Scorer): T = w_prov*S_ev + (1-w_prov)*s_rel",
                   title_justify="left")
-    for column in ("#", "passage", "tier", "w_prov", "s_rel", "S_con", "T", "context"):
+    for column in ("#", "passage", "tier", "w_prov", "s_rel", "S_ev", "T", "context"):
         table.add_column(column, overflow="fold")
     for row in ring2.ranked:
         table.add_row(str(row.trust_rank), escape(row.chunk_id), row.tier,
@@ -57,6 +57,24 @@ def _ring3_table(ring3: Ring3Trace, gate: GateTrace | None) -> Table:
     return table
 
 
+def _evidence_table(evidence: EvidenceTrace) -> Table:
+    """Each answer weighed: both sides, their independent sources and weights."""
+    table = Table(title="Evidence: the claims the sources gave, weighed",
+                  title_justify="left")
+    for column in ("outcome", "side", "claim", "top tier", "weight", "sources"):
+        table.add_column(column, overflow="fold")
+    for verdict in evidence.verdicts:
+        sides = [("best", verdict.support)] + (
+            [("runner-up", verdict.opposition)] if verdict.opposition is not None else [])
+        for side, claim in sides:
+            sources = "; ".join(f"{'+'.join(s.writers)} ({s.tier}, {len(s.passages)} "
+                                f"passage(s), {s.weight:.2f})" for s in claim.sources)
+            table.add_row(verdict.outcome, side,
+                          _short(claim.claim, 40), claim.top_tier or "-",
+                          f"{claim.weight:.2f}", _short(sources or "none", 90))
+    return table
+
+
 def render_answer(console: Console, answer: Answer) -> None:
     trace = answer.trace
     console.print(f"[bold]Question:[/] {escape(trace.question)}   "
@@ -72,6 +90,8 @@ def render_answer(console: Console, answer: Answer) -> None:
                           f"{escape(conflict.b_value)}")
     if trace.ring3 is not None:
         console.print(_ring3_table(trace.ring3, trace.gate))
+        if trace.evidence is not None and trace.evidence.verdicts:
+            console.print(_evidence_table(trace.evidence))
     elif trace.reader is not None:
         vote = trace.reader
         console.print(f"Reader {escape(vote.member)} ({escape(vote.vendor)}): "

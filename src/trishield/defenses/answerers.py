@@ -10,11 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from trishield.answers import contains_answer
+from trishield.answers import contains_answer, same_answer
 from trishield.llm.base import Reader, ReaderAnswer
-from trishield.rings.consensus import Consensus, ConsensusConfig, Vote, presented_to
+from trishield.rings.consensus import (
+    Consensus,
+    ConsensusConfig,
+    ConsensusResult,
+    Round,
+    Vote,
+    presented_to,
+)
+from trishield.rings.evidence import (
+    TIER_ORDER,
+    ClaimSide,
+    Evidence,
+    Item,
+    Source,
+    Verdict,
+    answer_states,
+)
 from trishield.stages import ContextPassage, Outcome, Run
-from trishield.trace import CallRow, GateTrace, Ring3Trace, VoteRow
+from trishield.trace import CallRow, EvidenceTrace, GateTrace, Ring3Trace, VoteRow, WeighingRow
 
 Order = Literal["retrieval", "trust"]
 
@@ -66,9 +82,16 @@ def single_vote(run: Run, purpose: str, reader: Reader, reply: ReaderAnswer) -> 
 
 
 class PanelConsensus:
-    """Ring 3: the panel votes when the gate opens (one model answers when it stays shut),
-    then the agreed answer must be supported by the evidence (see
-    :mod:`trishield.rings.consensus`)."""
+    """Ring 3 over the evidence Ring 2 read from the pool.
+
+    When one independent source speaks about the question, one model answers from the
+    context (the panel votes only when Ring 1 flagged something, or in gate mode
+    ``always``). When several do, the question is *contested*: each of the heaviest
+    ``max_sources`` sources is asked for its own answer from its own passages, the answers
+    are grouped into claims, and the claims are weighed (:mod:`trishield.rings.evidence`):
+    the best claim is given when it clearly outweighs the runner-up, else TriShield refuses
+    with "conflicting sources" and both claims. Either way the answer must be stated by its
+    evidence (the consensus's support check)."""
 
     name = "ring3"
 
@@ -77,39 +100,127 @@ class PanelConsensus:
         self.consensus = Consensus(panel, self.config)
         self.readers = list(panel)
 
-    def gate(self, run: Run, context: Sequence[ContextPassage]) -> tuple[bool, list[str]]:
-        """Whether Rings 1-2 left enough uncertainty to pay for the panel, and why."""
+    def gate(self, run: Run, context: Sequence[ContextPassage],
+             sides: Sequence[Source] = ()) -> tuple[bool, list[str]]:
+        """Whether the panel votes, and why. A contested question is answered source by
+        source instead (one call per source), so it does not need the panel."""
+        reasons = []
+        if len(sides) > 1:
+            reasons.append(f"contested: {len(sides)} independent sources speak about the "
+                           "question; each is asked for its own answer")
         mode = self.config.gate
         if mode == "always":
-            return True, ["gate mode 'always'"]
+            return True, [*reasons, "gate mode 'always'"]
         if mode == "never":
-            return False, ["gate mode 'never'"]
-        signals, reasons = run.signals, []
-        if signals.flagged:
-            reasons.append(f"Ring 1 flagged or blocked {len(signals.flagged)} candidate(s)")
-        if signals.conflicts:
-            reasons.append(f"{signals.conflicts} numeric conflict(s) between passages")
-        low = [p.id for p in context if p.tier in self.config.low_trust_tiers]
-        if low:
-            reasons.append(f"{len(low)} low-trust passage(s) in the context")
-        trust = signals.ranked_trust
-        if len(trust) > len(context) and context:
-            margin = trust[0] - trust[len(context)]
-            if margin < self.config.trust_margin:
-                reasons.append(f"thin trust margin {margin:.3f} < {self.config.trust_margin}")
-        if not reasons:
-            return False, ["Rings 1-2 confident: one model answers"]
-        return True, reasons
+            return False, [*reasons, "gate mode 'never'"]
+        if run.signals.flagged:
+            return True, [*reasons, f"Ring 1 flagged or blocked {len(run.signals.flagged)} "
+                                    "candidate(s)"]
+        return False, reasons or ["Rings 1-2 saw no risk: one model answers"]
 
     def answer(self, run: Run, question: str, context: list[ContextPassage]) -> Outcome:
-        use_panel, reasons = self.gate(run, context)
-        run.trace.gate = GateTrace(mode=self.config.gate, use_panel=use_panel, reasons=reasons)
+        evidence = run.evidence if isinstance(run.evidence, Evidence) else context_evidence(
+            question, context)
+        position = {item.id: i for i, item in enumerate(evidence.items)}
+        sides = evidence.sides([position[p.id] for p in context if p.id in position]
+                               ) if context else []
+        use_panel, reasons = self.gate(run, context, sides)
+        contested = len(sides) > 1
+        run.trace.gate = GateTrace(mode=self.config.gate, use_panel=use_panel and not contested,
+                                   reasons=reasons)
+        if contested:
+            return self._by_source(run, question, evidence, sides)
         result = self.consensus.decide(question, context, use_panel=use_panel)
+        return self._finish(run, result, context)
+
+    def _by_source(self, run: Run, question: str, evidence: Evidence,
+                   sides: list[Source]) -> Outcome:
+        """Ask each heavy source for its own answer, group the answers into claims, weigh."""
+        reader = self.readers[0]
+        claims: dict[str, list[int]] = {}
+        rounds: list[Round] = []
+        silent: list[Source] = []
+        for source in sides[:self.config.max_sources]:
+            members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
+            passages = [evidence_passage(evidence.items[i]) for i in members[:5]]
+            vote = Vote.of(reader, reader.answer(question, presented_to(reader, passages)))
+            rounds.append(Round([p.id for p in passages], [vote], [],
+                                0.0 if vote.refused else 1.0,
+                                None if vote.refused else vote.answer))
+            if vote.refused:
+                silent.append(source)
+                continue
+            label = next((known for known in claims
+                          if same_answer(known, vote.answer, question)), vote.answer)
+            claims.setdefault(label, []).extend(source.members)
+        for source in sides[self.config.max_sources:]:  # not asked: join what they state
+            stated = [label for label in claims if any(
+                answer_states(label, evidence.items[i].text, question) for i in source.members)]
+            if len(stated) == 1:
+                claims[stated[0]].extend(source.members)
+        if not claims:
+            result = ConsensusResult(None, True, "no independent source about the question "
+                                     "gives an answer (every source declined)", rounds)
+            return self._finish(run, result, [])
+        verdict = evidence.judge(claims)
+        record_verdict(run, evidence, verdict)
+        if verdict.outcome not in ("stands", "unopposed"):
+            result = ConsensusResult(None, True, verdict.reason, rounds)
+            return self._finish(run, result, [])
+        if (heavier := outweighed_by_silence(verdict.support, silent)) is not None:
+            result = ConsensusResult(None, True, (
+                f"insufficient evidence: {verdict.support.label!r} rests on lighter sources "
+                f"(weight {verdict.support.weight:.2f}) while a heavier source about the "
+                f"question ({'+'.join(heavier.writers)}, {heavier.tier}, weight "
+                f"{heavier.weight:.2f}) gives no answer"), rounds)
+            return self._finish(run, result, [])
+        winners = [evidence_passage(evidence.items[i])
+                   for source in verdict.support.sources for i in source.members]
+        result = self.consensus.check_evidence(question, [verdict.support.label], winners,
+                                               rounds)
+        if not result.refused:
+            result.reason = f"weighed: {verdict.reason}"
+        return self._finish(run, result, winners)
+
+    @staticmethod
+    def _finish(run: Run, result: ConsensusResult,
+                context: Sequence[ContextPassage]) -> Outcome:
         run.trace.ring3 = Ring3Trace.model_validate(result.as_dict())
         for round_ in result.rounds:
             run.calls.extend(vote_call(vote) for vote in round_.votes)
         citations = sorted({p.doc_id for p in context if p.id in set(result.support)})
         return Outcome(result.answer, result.refused, result.reason, citations)
+
+
+def outweighed_by_silence(claim: ClaimSide, silent: Sequence[Source]) -> Source | None:
+    """A source about the question that declined to answer and outweighs the claim (higher
+    tier, or the same tier and more weight): then the claim rests on the lighter evidence
+    and is not believed. Silence is no contradiction, but an attacker's passages always
+    speak, and the truth is often only implied by the heavier source."""
+    for source in silent:
+        theirs, ours = TIER_ORDER[source.tier], TIER_ORDER[claim.top_tier or "untrusted"]
+        if theirs > ours or (theirs == ours and source.weight > claim.weight):
+            return source
+    return None
+
+
+def record_verdict(run: Run, evidence: Evidence, verdict: Verdict) -> None:
+    """The claims weighed, both sides with their sources, into the trace's evidence."""
+    if run.trace.evidence is None:
+        run.trace.evidence = EvidenceTrace.model_validate(evidence.as_dict())
+    row = WeighingRow.model_validate(verdict.as_dict(evidence.items))
+    run.trace.evidence.verdicts = [*run.trace.evidence.verdicts, row]  # marks it set
+
+
+def context_evidence(question: str, context: Sequence[ContextPassage]) -> Evidence:
+    """Without Ring 2 (``--defense ring3``) the context is the only evidence there is: no
+    embeddings, no track records, and the tier a passage came with."""
+    return Evidence(question, [Item(p.id, p.doc_id, p.writer, p.tier, p.text)
+                               for p in context], None, None)
+
+
+def evidence_passage(item: Item) -> ContextPassage:
+    return ContextPassage(item.id, item.doc_id, item.tier, 1.0, item.text, item.writer)
 
 
 def vote_call(vote: Vote) -> CallRow:

@@ -45,6 +45,9 @@ class KBRetriever:
     def unknown_terms(self, query: str) -> list[str]:
         return self.kb.unknown_terms(query)
 
+    def documents_per_writer(self) -> dict[str, int]:
+        return self.kb.documents_per_writer()
+
 
 @dataclass(frozen=True)
 class Passage:

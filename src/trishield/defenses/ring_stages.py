@@ -10,12 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from trishield.kb.retrieval import Candidate
+from trishield.rings.evidence import Evidence, EvidenceConfig, Item
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard, outlier_scores
 from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, out_of_scope_terms
 from trishield.rings.tamper import pool_tampered_copies
-from trishield.stages import ContextPassage, Reranked, Run
+from trishield.stages import ContextPassage, Reranked, Run, WriterRecords
 from trishield.trace import (
     ConflictRow,
+    EvidenceTrace,
     RelevanceFloor,
     Ring1Config,
     Ring1Trace,
@@ -64,6 +66,20 @@ class Ring1Filter:
         return [c for c, v in zip(candidates, verdicts, strict=True) if not v.blocked]
 
 
+def read_evidence(run: Run, question: str, candidates: list[Candidate],
+                  config: EvidenceConfig) -> Evidence:
+    """The pool as evidence for ``question`` (claims, independence, track records), left on
+    the run for Ring 3 to weigh its answer against."""
+    retriever = run.retriever
+    records = (retriever.documents_per_writer() if isinstance(retriever, WriterRecords)
+               else None)
+    items = [Item(c.chunk_id, c.doc_id, c.chunk.writer, c.chunk.tier, c.chunk.text,
+                  c.chunk.batch, c.chunk.ingested_at) for c in candidates]
+    evidence = Evidence(question, items, run_embeddings(run, candidates), records, config)
+    run.evidence = evidence
+    return evidence
+
+
 def run_embeddings(run: Run, candidates: list[Candidate]) -> np.ndarray | None:
     """The candidates' embeddings from the run's retriever (``None`` if it has none)."""
     retriever = run.retriever
@@ -85,7 +101,8 @@ class Ring2Reranker:
 
     def rerank(self, run: Run, question: str, candidates: list[Candidate],
                k: int) -> Reranked:
-        scored = self.scorer.score(candidates, context=k)
+        evidence = read_evidence(run, question, candidates, self.config)
+        scored = self.scorer.score(candidates, context=k, evidence=evidence)
         context = [ContextPassage.of(p.candidate, p.trust) for p in scored.context]
         section = Ring2Trace(
             w_prov=self.config.w_prov,
@@ -93,6 +110,7 @@ class Ring2Reranker:
             conflicts=[ConflictRow.model_validate(c.as_dict()) for c in scored.conflicts],
             dropped=[p.candidate.chunk_id for p in scored.ranked if not p.in_context])
         run.trace.ring2 = section
+        run.trace.evidence = EvidenceTrace.model_validate(evidence.as_dict())
         run.signals.conflicts = len(scored.conflicts)
         run.signals.ranked_trust = [p.trust for p in scored.ranked]
         floor = self.config.min_relevance.get(self.backend)

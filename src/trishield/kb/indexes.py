@@ -8,9 +8,11 @@ never uses one that is out of step with the database.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import bm25s
@@ -90,7 +92,10 @@ class DenseIndex:
         return scores, ids.astype(np.int64)
 
     def save(self, path: Path) -> None:
-        _atomic_write(path, lambda temporary: faiss.write_index(self.index, str(temporary)))
+        # serialised in memory and written by Python, so that a failed write (a full disk) is
+        # an OSError with its errno, not FAISS's generic RuntimeError
+        data = faiss.serialize_index(self.index)
+        _atomic_write(path, lambda temporary: temporary.write_bytes(data.tobytes()))
 
     @classmethod
     def load(cls, path: Path, kind: str, dimension: int) -> DenseIndex:
@@ -173,3 +178,22 @@ def _atomic_write(path: Path, write) -> None:
         os.replace(temporary, path)
     finally:
         shutil.rmtree(temporary.parent, ignore_errors=True)
+
+
+def file_digests(paths: Sequence[Path], root: Path) -> dict[str, str]:
+    """sha256 of every file in ``paths`` (files, or folders walked in sorted order), keyed by
+    the path relative to ``root``: what a saved index is checked against before it is loaded,
+    so that a truncated or emptied file is rebuilt instead of crashing the library reading it.
+    A path that does not exist is simply absent from the result."""
+    digests: dict[str, str] = {}
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if not file.is_file():
+                continue
+            digest = hashlib.sha256()
+            with file.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            digests[file.relative_to(root).as_posix()] = digest.hexdigest()
+    return digests

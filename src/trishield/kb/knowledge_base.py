@@ -6,16 +6,26 @@ Layout of ``DIR``::
     kb.lock              writers take an exclusive lock on it; one ingest at a time
     dense-<gen>.faiss    FAISS index for database generation <gen>
     bm25-<gen>/          BM25 index for database generation <gen>
+    checksums-<gen>.json sha256 of every file of both indexes, written after them
 
 An ingest embeds first, then commits the whole batch in one SQLite transaction (the atomic
 point), then writes the indexes for the new generation. A crash before the commit leaves the
 KB as before; a crash after it leaves indexes of an older generation, which the next open
-notices and rebuilds from the database. Readers never trust an index whose generation differs.
+notices and rebuilds from the database. Readers never trust an index whose generation differs,
+nor one whose files do not match their checksums (a truncated or emptied file): those are
+rebuilt from the database too. Readers never write: a reader that rebuilds keeps the result in
+memory, and the next write (or ``trishield repair``) saves it.
+
+A directory that cannot be written is opened read-only: searches work, writes raise
+:class:`~trishield.errors.ReadOnlyError` before anything is tried.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import json
+import logging
 import os
 import shutil
 import sys
@@ -28,16 +38,19 @@ from pathlib import Path
 import numpy as np
 
 from trishield.errors import (
+    BusyError,
     ConflictError,
     ForbiddenError,
     InputError,
     KnowledgeBaseError,
     NotFoundError,
+    ReadOnlyError,
+    StorageFullError,
     TriShieldError,
 )
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
-from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex
+from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex, file_digests
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.kb.ownership import (
     displacement_reason,
@@ -56,8 +69,14 @@ DATABASE = "kb.sqlite"
 LOCK = "kb.lock"
 MAX_K = 1000
 OUTLIER_REFERENCE_SIZE = 2000
+EMBED_SLICE = 256
+"""Chunks embedded between two checks of a write's time limit."""
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
+FAULT_RESUME_ENV = "TRISHIELD_FAULT_RESUME"
+"""With the pause hook: a file whose appearance lets the paused process go on (to change the
+machine under it, a full disk for instance, and watch what the rest of the write does)."""
+log = logging.getLogger("trishield.kb")
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,7 @@ class IngestReport:
     quarantined: list[dict] = field(default_factory=list)
     screened: int = 0
     displaced: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -115,13 +135,20 @@ class IngestReport:
             "quarantined": self.quarantined,
             "screened_by_ring1": self.screened,
             "displaced": self.displaced,
+            "warnings": self.warnings,
         }
 
 
 def _fault_point(phase: str) -> None:
-    if os.environ.get(FAULT_PAUSE_ENV) == phase:
-        print(f"FAULT-PAUSE {phase}", file=sys.stderr, flush=True)
-        time.sleep(3600)
+    if os.environ.get(FAULT_PAUSE_ENV) != phase:
+        return
+    resume = os.environ.get(FAULT_RESUME_ENV)
+    if resume and Path(resume).exists():
+        return
+    print(f"FAULT-PAUSE {phase}", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline and not (resume and Path(resume).exists()):
+        time.sleep(0.05)
 
 
 class KnowledgeBase:
@@ -133,14 +160,21 @@ class KnowledgeBase:
     """
 
     def __init__(self, directory: Path, store: Store, settings: KBSettings, *,
-                 screener: Screener | None = None):
+                 screener: Screener | None = None, lock_timeout: float | None = None,
+                 write_time_limit: float | None = None):
         self.directory = directory
         self.store = store
         self.settings = settings
         self.screener = screener
+        self.lock_timeout = lock_timeout
+        self.write_time_limit = write_time_limit
         self.dimension = get_embedding_model(settings.embedding_model).dimension
         self._indexes: tuple[int, DenseIndex, LexicalIndex] | None = None
-        self._unsaved_rebuild = False
+        self._indexes_saved = True
+
+    @property
+    def read_only(self) -> bool:
+        return self.store.read_only
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -153,13 +187,23 @@ class KnowledgeBase:
         chunking: ChunkingConfig | None = None,
         dense_index: str | None = None,
         screener: Screener | None = None,
+        read_only: bool | None = None,
+        lock_timeout: float | None = None,
+        write_time_limit: float | None = None,
     ) -> KnowledgeBase:
         """Open the KB in ``directory``; with ``create``, make it if it does not exist yet.
 
-        Settings given for an existing KB must match what it was built with.
+        Settings given for an existing KB must match what it was built with. ``read_only``
+        defaults to whether the directory or its database cannot be written. A writer waits
+        at most ``lock_timeout`` seconds for the KB's lock (None: as long as it takes) and
+        an ingest stops embedding after ``write_time_limit`` seconds, both with
+        :class:`BusyError` and nothing written.
         """
         directory = Path(directory)
         database = directory / DATABASE
+        if read_only is None:
+            read_only = database.is_file() and not (os.access(directory, os.W_OK)
+                                                    and os.access(database, os.W_OK))
         if not database.is_file():
             if not create:
                 raise KnowledgeBaseError(f"{directory} is not a TriShield knowledge base "
@@ -175,8 +219,11 @@ class KnowledgeBase:
                              f"{', '.join(DENSE_KINDS)}")
         if embedding_model is not None:
             get_embedding_model(embedding_model)
-        store = Store(database)
+        store = Store(database, read_only=read_only)
         meta = store.meta()
+        if "embedding_model" not in meta and read_only:
+            store.close()
+            raise KnowledgeBaseError(f"{directory} was never initialised and is read-only")
         if "embedding_model" not in meta:
             settings = KBSettings(embedding_model or DEFAULT_EMBEDDING_MODEL,
                                   chunking or ChunkingConfig(), dense_index or "flat")
@@ -188,7 +235,8 @@ class KnowledgeBase:
             meta = store.meta()
         settings = KBSettings.from_meta(meta)
         cls._refuse_mismatch(directory, settings, embedding_model, chunking, dense_index)
-        return cls(directory, store, settings, screener=screener)
+        return cls(directory, store, settings, screener=screener, lock_timeout=lock_timeout,
+                   write_time_limit=write_time_limit)
 
     @staticmethod
     def _refuse_mismatch(directory: Path, settings: KBSettings, embedding_model: str | None,
@@ -217,12 +265,55 @@ class KnowledgeBase:
 
     @contextmanager
     def _write_lock(self) -> Iterator[None]:
-        with (self.directory / LOCK).open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        """The KB's exclusive file lock, waited for at most ``lock_timeout`` seconds."""
+        if self.read_only:
+            raise ReadOnlyError(f"{self.directory} is served read-only (the directory or its "
+                                "database cannot be written); writes are refused")
+        try:
+            handle = (self.directory / LOCK).open("a")
+        except OSError as error:
+            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise ReadOnlyError(f"{self.directory} cannot be written ({error.strerror}); "
+                                    "writes are refused") from None
+            raise
+        with handle:
+            self._acquire(handle)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _acquire(self, handle) -> None:
+        if self.lock_timeout is None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            return
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise BusyError(f"another writer holds {self.directory / LOCK} (waited "
+                                    f"{self.lock_timeout:g} s); nothing was written",
+                                    retry_after=max(1, round(self.lock_timeout))) from None
+                time.sleep(0.05)
+
+    def _embed(self, texts: list[str], *, progress: bool, started: float) -> np.ndarray:
+        """Embed ``texts``, in slices when the write has a time limit, so that a batch too
+        large for it stops with :class:`BusyError` (nothing written) instead of holding the
+        writer for as long as it takes."""
+        if self.write_time_limit is None:
+            return self.embedder.encode(texts, progress=progress)
+        parts = []
+        for start in range(0, len(texts), EMBED_SLICE):
+            if time.perf_counter() - started > self.write_time_limit:
+                raise BusyError(f"the write took longer than {self.write_time_limit:g} s after "
+                                f"embedding {start} of {len(texts)} chunks; nothing was "
+                                "written: send smaller batches", retry_after=30)
+            parts.append(self.embedder.encode(texts[start:start + EMBED_SLICE],
+                                              progress=progress))
+        return np.concatenate(parts) if parts else np.zeros((0, self.dimension), np.float32)
 
     # -- writing ----------------------------------------------------------------------------
     def ingest(
@@ -289,7 +380,7 @@ class KnowledgeBase:
             chunks = [chunk_document(document, self.settings.chunking) for document in new]
             texts = [chunk.text for per_document in chunks for chunk in per_document]
             embed_started = time.perf_counter()
-            embeddings = self.embedder.encode(texts, progress=progress)
+            embeddings = self._embed(texts, progress=progress, started=started)
             embed_seconds = time.perf_counter() - embed_started
             verdicts = self._screen(guard, new, chunks, embeddings,
                                     [d.tier or tier for d in new], writer) if guard else []
@@ -318,13 +409,13 @@ class KnowledgeBase:
                     quarantined=held, writer_key=writer_key)
                 _fault_point("inside-commit")
             _fault_point("after-commit")
-            self._refresh_indexes(persist=True)
+            warnings = self._after_commit()
             generation = self.store.generation()
         return IngestReport(batch_id, [new[i].id for i in keep], public_duplicates(duplicates),
                             len(kept_rows),
                             generation, time.perf_counter() - started, embed_seconds,
                             quarantined=[v.as_dict() for v in verdicts if v.blocked],
-                            screened=len(verdicts),
+                            screened=len(verdicts), warnings=warnings,
                             displaced=[claim.doc_id for claim, _ in plan.displaced])
 
     def _screen(self, guard: Screener, documents: Sequence[Document],
@@ -369,9 +460,10 @@ class KnowledgeBase:
                     tier=record["tier"], writer=record["writer"],
                     source=f"released from quarantine by {by}",
                     writer_key=record["writer_key"])
-            self._refresh_indexes(persist=True)
+            warnings = self._after_commit()
             generation = self.store.generation()
-        return IngestReport(batch_id, [doc_id], [], len(chunks), generation, 0.0, 0.0)
+        return IngestReport(batch_id, [doc_id], [], len(chunks), generation, 0.0, 0.0,
+                            warnings=warnings)
 
     def delete(self, doc_id: str, *, by: str, reason: str = "",
                owner: tuple[str, str] | None = None) -> dict:
@@ -399,7 +491,7 @@ class KnowledgeBase:
                                                        reason=reason)
             if tombstone is None:  # deleted by another process since it was read
                 raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base")
-            self._refresh_indexes(persist=True)
+            self._after_commit()
         return tombstone
 
     def discard(self, doc_id: str, *, by: str, reason: str = "",
@@ -449,62 +541,115 @@ class KnowledgeBase:
         return (self.directory / f"dense-{generation}.faiss",
                 self.directory / f"bm25-{generation}")
 
+    def _checksum_path(self, generation: int) -> Path:
+        return self.directory / f"checksums-{generation}.json"
+
+    def _verified(self, generation: int) -> bool:
+        """Whether both index files of ``generation`` match the checksums written with them
+        (a missing, truncated, emptied or altered file does not)."""
+        try:
+            recorded = json.loads(self._checksum_path(generation).read_text())
+            return recorded == file_digests(self._index_paths(generation), self.directory)
+        except (OSError, ValueError):
+            return False
+
+    def _load_indexes(self, generation: int,
+                      chunk_count: int) -> tuple[DenseIndex, LexicalIndex] | None:
+        """The saved indexes of ``generation`` if they are intact and match the database."""
+        dense_path, lexical_path = self._index_paths(generation)
+        if not (dense_path.is_file() and lexical_path.is_dir() and self._verified(generation)):
+            return None
+        try:
+            dense = DenseIndex.load(dense_path, self.settings.dense_index, self.dimension)
+            lexical = LexicalIndex.load(lexical_path)
+        except Exception as error:  # derived data: any damage means a rebuild
+            log.warning("index files of generation %d cannot be read (%s); rebuilding",
+                        generation, error)
+            return None
+        if lexical is None or len(dense) != chunk_count or len(lexical) != chunk_count:
+            return None  # written for other rows or terms: never trust it
+        return dense, lexical
+
     def _refresh_indexes(self, *, persist: bool) -> tuple[int, DenseIndex, LexicalIndex]:
-        """Indexes for the database's current generation: cached, loaded, or rebuilt."""
+        """Indexes for the database's current generation: cached, loaded, or rebuilt.
+
+        With ``persist`` (the caller holds the write lock) rebuilt indexes are saved too; a
+        save that fails (a full disk) leaves them in memory and raises ``OSError``."""
         connection = self.store.connection
         connection.execute("BEGIN")  # one snapshot for the generation and the rows
         try:
             generation = self.store.generation()
-            if self._indexes is not None and self._indexes[0] == generation:
-                return self._indexes
-            dense_path, lexical_path = self._index_paths(generation)
-            chunk_count = self.store.counts()["chunks"]
-            dense = lexical = None
-            rebuilt = False
-            if dense_path.is_file() and lexical_path.is_dir():
-                dense = DenseIndex.load(dense_path, self.settings.dense_index, self.dimension)
-                lexical = LexicalIndex.load(lexical_path)
-                if (lexical is None or len(dense) != chunk_count
-                        or len(lexical) != chunk_count):
-                    dense = lexical = None  # written for other rows or terms: never trust it
-            if dense is None or lexical is None:
-                rebuilt = True
-                ids, vectors = self.store.all_embeddings(self.dimension)
-                dense = DenseIndex(self.settings.dense_index, self.dimension)
-                dense.add(ids, vectors)
-                lexical_ids, texts = self.store.all_chunk_texts()
-                lexical = LexicalIndex.build(lexical_ids, texts)
+            cached = self._indexes is not None and self._indexes[0] == generation
+            if not cached:
+                loaded = self._load_indexes(generation, self.store.counts()["chunks"])
+                self._indexes_saved = loaded is not None
+                if loaded is None:
+                    ids, vectors = self.store.all_embeddings(self.dimension)
+                    dense = DenseIndex(self.settings.dense_index, self.dimension)
+                    dense.add(ids, vectors)
+                    lexical_ids, texts = self.store.all_chunk_texts()
+                    loaded = (dense, LexicalIndex.build(lexical_ids, texts))
+                self._indexes = (generation, *loaded)
         finally:
             connection.execute("COMMIT")
-        if persist:
-            self._save_indexes(generation, dense, lexical, replace=rebuilt)
-        self._unsaved_rebuild = rebuilt and not persist
-        self._indexes = (generation, dense, lexical)
+        if persist and not self._indexes_saved:
+            self._save_indexes(*self._indexes)
+            self._indexes_saved = True
         return self._indexes
 
-    def _save_indexes(self, generation: int, dense: DenseIndex, lexical: LexicalIndex, *,
-                      replace: bool) -> None:
-        """Write both indexes for ``generation`` (caller holds the write lock)."""
-        if replace:
-            self._remove_index_files(generation)
+    def _save_indexes(self, generation: int, dense: DenseIndex, lexical: LexicalIndex) -> None:
+        """Write both indexes for ``generation`` and their checksums (caller holds the write
+        lock). Files already there failed verification, so they are replaced."""
+        self._remove_index_files(generation)
         dense_path, lexical_path = self._index_paths(generation)
-        dense.save(dense_path)
-        _fault_point("between-indexes")
-        lexical.save(lexical_path)
+        try:
+            dense.save(dense_path)
+            _fault_point("between-indexes")
+            lexical.save(lexical_path)
+            digests = file_digests(self._index_paths(generation), self.directory)
+            temporary = self.directory / f".checksums-{generation}.json"
+            with temporary.open("w") as handle:
+                json.dump(digests, handle, sort_keys=True)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self._checksum_path(generation))
+        except OSError:
+            self._remove_index_files(generation)  # half a save is worth nothing: free it
+            raise
         self._remove_stale_indexes(generation)
 
+    def _after_commit(self) -> list[str]:
+        """After a committed write: the new generation's indexes, saved if the disk allows.
+
+        The write is committed whatever happens here, and indexes are derived data, so a
+        failed save is reported (a warning) and logged, never raised: readers rebuild in
+        memory, and the next write or ``trishield repair`` saves them."""
+        try:
+            self._refresh_indexes(persist=True)
+        except OSError as error:
+            full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+            why = "the disk is full" if full else (error.strerror or str(error))
+            log.error("committed generation %d, but its indexes were not saved: %s",
+                      self.store.generation(), why)
+            return [f"the write is committed (generation {self.store.generation()}), but its "
+                    f"search indexes could not be saved ({why}); they are rebuilt in memory "
+                    "until the next write or `trishield repair` saves them"]
+        return []
+
     def _remove_index_files(self, generation: int) -> None:
-        for path in self._index_paths(generation):
+        for path in (*self._index_paths(generation), self._checksum_path(generation)):
             if path.is_dir():
-                shutil.rmtree(path)
+                shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
 
     def _remove_stale_indexes(self, generation: int) -> None:
-        keep = {path.name for path in self._index_paths(generation)}
+        keep = {path.name for path in (*self._index_paths(generation),
+                                       self._checksum_path(generation))}
         for path in self.directory.iterdir():
-            stale = path.name.startswith(("dense-", "bm25-")) and path.name not in keep
-            if stale or path.name.startswith((".dense-", ".bm25-")):
+            stale = (path.name.startswith(("dense-", "bm25-", "checksums-"))
+                     and path.name not in keep)
+            if stale or path.name.startswith((".dense-", ".bm25-", ".checksums-")):
                 if path.is_dir():
                     shutil.rmtree(path, ignore_errors=True)
                 else:
@@ -513,29 +658,50 @@ class KnowledgeBase:
     def indexes(self) -> tuple[DenseIndex, LexicalIndex]:
         """Indexes matching the database.
 
-        A reader that finds them stale (a crash after a commit) rebuilds them in memory, and
-        saves them too when no writer holds the KB, so the next reader does not pay again.
+        A reader that finds them stale (a crash after a commit) or damaged rebuilds them in
+        memory and never writes them: a reader works on a full disk and in a read-only
+        directory, and never races a writer. Writes and :meth:`repair` save them.
         """
-        generation, dense, lexical = self._refresh_indexes(persist=False)
-        if self._unsaved_rebuild:
-            with (self.directory / LOCK).open("a") as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return dense, lexical
-                try:
-                    if self.store.generation() == generation:
-                        self._save_indexes(generation, dense, lexical, replace=True)
-                        self._unsaved_rebuild = False
-                finally:
-                    fcntl.flock(handle, fcntl.LOCK_UN)
+        _, dense, lexical = self._refresh_indexes(persist=False)
         return dense, lexical
 
+    def check_indexes(self) -> dict[str, object]:
+        """What the saved indexes of the current generation look like, without changing them:
+        ``present``, ``intact`` (the checksums match and the files load with the right row
+        count) and ``generation``."""
+        generation = self.store.generation()
+        dense_path, lexical_path = self._index_paths(generation)
+        present = dense_path.is_file() and lexical_path.is_dir()
+        intact = self._load_indexes(generation, self.store.counts()["chunks"]) is not None
+        return {"generation": generation, "present": present, "intact": intact}
+
     def repair(self) -> int:
-        """Rebuild and persist the indexes for the current generation (after a crash)."""
+        """Rebuild and persist the indexes for the current generation (after a crash, or when
+        a file was damaged); returns the generation."""
         with self._write_lock():
             self._indexes = None
-            return self._refresh_indexes(persist=True)[0]
+            self._indexes_saved = False
+            connection = self.store.connection
+            connection.execute("BEGIN")
+            try:
+                generation = self.store.generation()
+                ids, vectors = self.store.all_embeddings(self.dimension)
+                dense = DenseIndex(self.settings.dense_index, self.dimension)
+                dense.add(ids, vectors)
+                lexical_ids, texts = self.store.all_chunk_texts()
+                lexical = LexicalIndex.build(lexical_ids, texts)
+            finally:
+                connection.execute("COMMIT")
+            self._indexes = (generation, dense, lexical)
+            try:
+                self._save_indexes(generation, dense, lexical)
+            except OSError as error:
+                if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                raise StorageFullError(f"the indexes of generation {generation} were rebuilt "
+                                       "but could not be saved: the disk is full") from None
+            self._indexes_saved = True
+            return generation
 
     # -- reading ----------------------------------------------------------------------------
     def unknown_terms(self, text: str) -> list[str]:
@@ -570,6 +736,10 @@ class KnowledgeBase:
                 "dense_index": self.settings.dense_index}
 
     # -- reading for higher layers (so that nothing outside kb/ runs SQL on the store) -------
+    def documents_per_writer(self) -> dict[str, int]:
+        """``writer -> stored documents``: a writer's track record when evidence is weighed."""
+        return self.store.documents_per_writer()
+
     def document_ids(self) -> list[str]:
         """Ids of every stored document (not the quarantined or deleted ones), oldest first."""
         rows = self.store.connection.execute("SELECT doc_id FROM documents ORDER BY pk")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,11 +19,21 @@ from pathlib import Path
 
 import numpy as np
 
-from trishield.errors import ConflictError
+from trishield.errors import (
+    BusyError,
+    ConflictError,
+    KnowledgeBaseError,
+    ReadOnlyError,
+    StorageFullError,
+)
 from trishield.kb.documents import Chunk, Document
+from trishield.kb.migrations import MIGRATIONS, applied, migrate
 from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
-from trishield.kb.migrations import applied, migrate
 from trishield.kb.ownership import Claim
+
+BUSY_TIMEOUT_S = 5.0
+"""How long a statement waits for another process's SQLite lock before :class:`BusyError`:
+long enough for any one commit of ours, short enough that a request is answered, not hung."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,10 @@ class StoredChunk:
     char_start: int
     char_end: int
     provenance: str = ""
+    batch: int | None = None
+    """The ingest batch and time of the chunk's document: evidence independence and
+    precedence read them (``None`` for passages that never went through a TriShield KB)."""
+    ingested_at: float | None = None
 
     @property
     def chunk_id(self) -> str:
@@ -52,15 +67,27 @@ class Store:
     time: the HTTP service lends each KB handle to one worker thread at a time from a pool.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, read_only: bool = False,
+                 busy_timeout: float = BUSY_TIMEOUT_S):
         self.path = path
-        self.connection = sqlite3.connect(path, isolation_level=None, timeout=30.0,
-                                          check_same_thread=False)
-        self.connection.execute("PRAGMA journal_mode=WAL")
-        self.connection.execute("PRAGMA synchronous=FULL")
-        self.connection.execute("PRAGMA foreign_keys=ON")
+        self.read_only = read_only
+        self.connection = (_open_read_only(path, busy_timeout) if read_only else
+                           sqlite3.connect(path, isolation_level=None, timeout=busy_timeout,
+                                           check_same_thread=False))
         try:
-            migrate(self.connection, str(path))
+            with storage_errors(f"opening {path}"):
+                if not read_only:
+                    self.connection.execute("PRAGMA journal_mode=WAL")
+                    self.connection.execute("PRAGMA synchronous=FULL")
+                self.connection.execute("PRAGMA foreign_keys=ON")
+                if read_only:
+                    pending = [m.name for m in MIGRATIONS if m.name not in applied(self.connection)]
+                    if pending:
+                        raise ReadOnlyError(f"{path} needs schema migration(s) "
+                                            f"{', '.join(pending)}, which need write access; "
+                                            "open it once where it can be written")
+                else:
+                    migrate(self.connection, str(path))
         except BaseException:
             self.connection.close()
             raise
@@ -74,22 +101,28 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back.
-
-        A constraint the checks before a write should have caught (a unique id) becomes a
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception (a failed ``COMMIT`` included)
+        rolls the whole batch back, and SQLite's storage errors become TriShield's
+        (:func:`storage_errors`): a full disk here means nothing was written. A constraint
+        the checks before a write should have caught (a unique id) becomes a
         :class:`ConflictError` that says nothing was written, never a raw ``IntegrityError``.
         """
-        self.connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.connection
-        except sqlite3.IntegrityError as error:
-            self.connection.execute("ROLLBACK")
-            raise ConflictError(f"the write conflicts with what the knowledge base holds "
-                                f"({error}); nothing was written") from error
-        except BaseException:
-            self.connection.execute("ROLLBACK")
-            raise
-        self.connection.execute("COMMIT")
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path} is opened read-only; writes are refused")
+        with storage_errors(f"writing {self.path}"):
+            self.connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.connection
+                self.connection.execute("COMMIT")
+            except sqlite3.IntegrityError as error:
+                if self.connection.in_transaction:
+                    self.connection.execute("ROLLBACK")
+                raise ConflictError(f"the write conflicts with what the knowledge base holds "
+                                    f"({error}); nothing was written") from error
+            except BaseException:
+                if self.connection.in_transaction:
+                    self.connection.execute("ROLLBACK")
+                raise
 
     # -- meta -------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
@@ -328,7 +361,7 @@ class Store:
             marks = ",".join("?" * len(part))
             rows = self.connection.execute(
                 "SELECT c.pk, d.doc_id, c.chunk_index, c.text, d.title, d.tier, d.writer, "
-                "c.char_start, c.char_end, d.provenance "
+                "c.char_start, c.char_end, d.provenance, d.batch_id, d.ingested_at "
                 "FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
                 f"WHERE c.pk IN ({marks})", part)
             for row in rows:
@@ -484,6 +517,64 @@ class Store:
     def _next_generation(connection: sqlite3.Connection) -> int:
         row = connection.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return (int(row[0]) if row else 0) + 1
+
+
+def _open_read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """A read-only connection that writes nothing, not even WAL bookkeeping.
+
+    ``mode=ro`` still needs the ``-shm`` file, which a read-only directory cannot hold; then,
+    if no write-ahead log is pending, the file is opened ``immutable`` (nothing can change it
+    while the directory cannot be written). A pending log would be ignored that way, so it is
+    refused instead of serving old rows."""
+    quoted = urllib.parse.quote(str(path.resolve()))
+    connection = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True, isolation_level=None,
+                                 timeout=busy_timeout, check_same_thread=False)
+    try:
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return connection
+    except sqlite3.OperationalError:
+        connection.close()
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise ReadOnlyError(f"{path} is read-only and has a write-ahead log ({wal.name}) "
+                            "that was never checkpointed; open it once where it can be "
+                            "written, or copy the directory somewhere writable")
+    connection = sqlite3.connect(f"file:{quoted}?mode=ro&immutable=1", uri=True,
+                                 isolation_level=None, timeout=busy_timeout,
+                                 check_same_thread=False)
+    try:
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as error:
+        connection.close()
+        raise KnowledgeBaseError(f"cannot open {path} read-only: {error}") from None
+    return connection
+
+
+_FULL = ("database or disk is full", "disk is full")
+_BUSY = ("database is locked", "database is busy", "database table is locked")
+_READ_ONLY = ("attempt to write a readonly database", "readonly database",
+              "unable to open database file")
+
+
+@contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """SQLite's storage failures as TriShield errors that say what happened, never a raw
+    ``OperationalError``: a full disk (:class:`StorageFullError`, nothing written), another
+    process's lock outlasting the busy timeout (:class:`BusyError`), a database that cannot
+    be written (:class:`ReadOnlyError`)."""
+    try:
+        yield
+    except sqlite3.OperationalError as error:
+        message = str(error).lower()
+        if any(text in message for text in _FULL):
+            raise StorageFullError(f"{what}: the disk is full; nothing was written") from None
+        if any(text in message for text in _BUSY):
+            raise BusyError(f"{what}: another process holds the SQLite lock of the knowledge "
+                            f"base (waited {BUSY_TIMEOUT_S:.0f} s); nothing was written",
+                            retry_after=5) from None
+        if any(text in message for text in _READ_ONLY):
+            raise ReadOnlyError(f"{what}: the database cannot be written ({error})") from None
+        raise
 
 
 def _provenance_detail(document: Document) -> dict[str, str]:

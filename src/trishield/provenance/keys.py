@@ -10,10 +10,16 @@ whole token is stored (a slow password hash buys nothing for a 256-bit random se
 ``key id`` finds the row, and the digests are compared in constant time. The token is shown
 once, when it is created. Every request opens the database anew, so a revocation made with
 the CLI while the service runs takes effect on the next request.
+
+Checking a key writes nothing: the database uses a rollback journal (not WAL, whose readers
+need a ``-shm`` file) and reads open it ``mode=ro``, so keys are checked on a full disk and in
+a read-only directory (there, if an old WAL-mode file cannot be opened otherwise, it is opened
+``immutable``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -21,8 +27,9 @@ import re
 import secrets
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -138,23 +145,53 @@ class KeyStore:
         if not self.path.parent.is_dir():
             raise InputError(f"{self.path.parent} is not a directory")
         fresh = not self.path.exists()
-        with self._connect() as connection:
+        self.read_only = not os.access(self.path.parent, os.W_OK) or (
+            not fresh and not os.access(self.path, os.W_OK))
+        if self.read_only:
+            return
+        with self._connect(write=True) as connection:
             connection.executescript(_SCHEMA)
             # a keys database from before names were unique keeps its duplicates (and
             # create_key still checks); ownership is bound to key ids, not names, anyway
-            with suppress(sqlite3.IntegrityError):
+            with contextlib.suppress(sqlite3.IntegrityError):
                 connection.execute(_UNIQUE_NAMES)
+            # files made in WAL mode by earlier versions: then readers write nothing; if
+            # another process has it open, the next start converts it
+            with contextlib.suppress(sqlite3.OperationalError):
+                connection.execute("PRAGMA journal_mode=DELETE")
         if fresh:
             os.chmod(self.path, 0o600)
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+    def _connect(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """A connection for one operation: read-only unless ``write`` (see the module doc)."""
+        if write and self.read_only:
+            raise InputError(f"{self.path} is read-only; keys cannot be created or revoked "
+                             "here")
+        if write:
+            connection = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
+        else:
+            connection = self._open_read_only()
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
             yield connection
         finally:
             connection.close()
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        if not self.path.exists():  # a read-only directory that never had keys: none exist
+            empty = sqlite3.connect(":memory:", isolation_level=None)
+            empty.executescript(_SCHEMA)
+            return empty
+        uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro"
+        connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
+        try:
+            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return connection
+        except sqlite3.OperationalError:
+            connection.close()
+            if not self.read_only:
+                raise
+        return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None)
 
     # -- API keys ---------------------------------------------------------------------------
     def create_key(self, name: str, role: str, tier: str) -> tuple[ApiKey, str]:
@@ -175,7 +212,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         token = f"{TOKEN_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         now = time.time()
-        with self._connect() as connection:
+        with self._connect(write=True) as connection:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 taken = connection.execute(
@@ -204,7 +241,7 @@ class KeyStore:
         return [ApiKey(k, n, Role.parse(r), t, c, v) for k, n, r, t, c, v in rows]
 
     def revoke_key(self, key_id: str) -> ApiKey:
-        with self._connect() as connection:
+        with self._connect(write=True) as connection:
             changed = connection.execute(
                 "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
                 (time.time(), key_id)).rowcount
@@ -240,7 +277,7 @@ class KeyStore:
         """Register a trusted publisher's Ed25519 public key (base64 of the raw 32 bytes)."""
         check_name(name, "publisher name")
         now = time.time()
-        with self._connect() as connection:
+        with self._connect(write=True) as connection:
             try:
                 connection.execute(
                     "INSERT INTO publishers(name, public_key, created_at) VALUES (?, ?, ?)",
@@ -270,7 +307,7 @@ class KeyStore:
         check_name(publisher, "publisher name")
         if not 1 <= version <= 2**31 - 1:
             raise InputError(f"version must be between 1 and {2**31 - 1}, got {version}")
-        with self._connect() as connection:
+        with self._connect(write=True) as connection:
             connection.execute(
                 "INSERT INTO withdrawn_signatures(publisher, doc_id, up_to_version, "
                 "withdrawn_at, withdrawn_by) VALUES (?, ?, ?, ?, ?) "
@@ -283,13 +320,17 @@ class KeyStore:
     def withdrawn_version(self, publisher: str, doc_id: str) -> int | None:
         """The highest withdrawn version of ``doc_id`` signed by ``publisher``, if any."""
         with self._connect() as connection:
+            known = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                       "name = 'withdrawn_signatures'").fetchone()
+            if known is None:  # a keys file from before withdrawals, opened read-only
+                return None
             row = connection.execute(
                 "SELECT up_to_version FROM withdrawn_signatures WHERE publisher = ? "
                 "AND doc_id = ?", (publisher, doc_id)).fetchone()
         return None if row is None else row[0]
 
     def revoke_publisher(self, name: str) -> Publisher:
-        with self._connect() as connection:
+        with self._connect(write=True) as connection:
             changed = connection.execute(
                 "UPDATE publishers SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",
                 (time.time(), name)).rowcount

@@ -40,10 +40,11 @@ class ConsensusConfig:
     drop_fraction: Unit = 1 / 3
     gate: GateMode = "gated"
     """always: every query goes to the panel; never: one model; gated: panel when uncertain."""
-    trust_margin: Unit = 0.1
-    """Gate: a trust gap this thin between the last context passage and the next is uncertain."""
     require_support: bool = True
     low_trust_tiers: TierTuple = ("untrusted",)
+    max_sources: Annotated[int, Field(ge=2)] = 3
+    """A contested question: how many independent sources (heaviest first) are asked for
+    their own answer, one call each. Lighter sources join the claim whose answer they state."""
 
 
 @dataclass
@@ -200,9 +201,9 @@ class Consensus:
                           + (" after dropping the least-trusted third" if len(rounds) > 1
                              else ""))
             return ConsensusResult(None, True, reason, rounds)
-        return self._check_evidence(question, final.agreed_answers, current, rounds)
+        return self.check_evidence(question, final.agreed_answers, current, rounds)
 
-    def _check_evidence(self, question: str, answers: Sequence[str],
+    def check_evidence(self, question: str, answers: Sequence[str],
                         passages: Sequence[ContextPassage],
                         rounds: list[Round]) -> ConsensusResult:
         answer, support = answers[0], []

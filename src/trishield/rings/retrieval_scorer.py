@@ -1,9 +1,14 @@
 """Ring 2, the Retrieval Scorer: re-ranks a candidate pool by trust, not by relevance alone.
 
-``T = w_prov * S_con + (1 - w_prov) * s_rel``. Relevance is the signal an attacker controls
+``T = w_prov * S_ev + (1 - w_prov) * s_rel``. Relevance is the signal an attacker controls
 best (a poison that repeats the question is maximally relevant), so it is down-weighted; the
-less a source is trusted, the larger ``w_prov`` and the more the passage needs corroboration
-from the rest of the pool. Tiers come from the writer, never from the text.
+less a source is trusted, the larger ``w_prov`` and the more the passage needs evidence.
+``S_ev`` is *independent* evidence (:mod:`trishield.rings.evidence`): the weight of the
+independent sources that give the same answer as the passage, normalised over the pool. It
+replaces the paper's ``S_con`` (word overlap with the rest of the pool), which five
+paraphrases of one lie maximise (docs/design.md, "Evidence"). The context then takes at most
+``per_source`` passages from each near-duplicate cluster, so it holds distinct evidence.
+Tiers come from the writer, never from the text.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from pydantic.dataclasses import dataclass as config_dataclass
 from trishield.kb.retrieval import Candidate
 from trishield.rings.config_types import CONFIG, TIERS, AtLeastOne, Backend, Tier, Unit
 from trishield.rings.conflicts import Conflict, find_conflicts
+from trishield.rings.evidence import Evidence, EvidenceConfig
 from trishield.text import QUESTION_PHRASING, content_words
 
 
 @config_dataclass(frozen=True, config=CONFIG)
-class ScorerConfig:
-    """Ring 2 settings: pool size K, context size k, provenance weights per tier."""
+class ScorerConfig(EvidenceConfig):
+    """Ring 2 settings: pool size K, context size k, provenance weights per tier, and how
+    evidence is weighed (the inherited :class:`EvidenceConfig` fields)."""
 
     pool: AtLeastOne = 20
     context: Annotated[AtLeastOne, Field(validate_default=True)] = 5
@@ -104,7 +111,8 @@ def min_max(values: Sequence[float]) -> list[float]:
 
 
 def corroboration(texts: Sequence[str]) -> list[float]:
-    """Raw ``S_con``: ``|B ∩ B_i| / |B \\ B_i|`` with ``B`` the other passages' content words."""
+    """The paper's raw ``S_con``: ``|B ∩ B_i| / |B \\ B_i|`` with ``B`` the other passages'
+    content words. Kept for comparison only (``benchmarks``): Ring 2 ranks by evidence."""
     bags = [set(content_words(text)) for text in texts]
     raw = []
     for i, own in enumerate(bags):
@@ -118,10 +126,26 @@ def corroboration(texts: Sequence[str]) -> list[float]:
 class ScorerResult:
     ranked: list[ScoredPassage]
     conflicts: list[Conflict]
+    evidence: Evidence | None = None
 
     @property
     def context(self) -> list[ScoredPassage]:
         return [p for p in self.ranked if p.in_context]
+
+
+def evidence_weights(evidence: Evidence) -> list[float]:
+    """Raw ``S_ev`` per passage: the independent weight of the claim it gives (passages that
+    give no answer to the question weigh nothing). Claims group passages that share a
+    candidate answer; each claim's sources are weighed against every other claim's."""
+    answering = [i for i, claim in enumerate(evidence.claims) if claim.answers]
+    claims = evidence.dissent_groups(answering)
+    weights = [0.0] * len(evidence.items)
+    for members in claims:
+        others = [i for i in answering if i not in members]
+        weight = sum(source.weight for source in evidence.sources(members, others))
+        for i in members:
+            weights[i] = weight
+    return weights
 
 
 class RetrievalScorer:
@@ -131,31 +155,60 @@ class RetrievalScorer:
     def weight(self, tier: str) -> float:
         return self.config.w_prov.get(tier, self.config.w_prov["untrusted"])
 
-    def score(self, candidates: Sequence[Candidate], *, context: int | None = None) -> ScorerResult:
-        """Trust-rank ``candidates``; the top ``context`` form the context sent to Ring 3."""
+    def _diverse(self, order: list[int], candidates: Sequence[Candidate],
+                 evidence: Evidence | None, k: int) -> set[int]:
+        """The context: in trust order, at most ``per_source`` passages per near-duplicate
+        cluster, and at most ``per_writer`` per writer while other writers' passages remain
+        (then the rest fills by trust): one writer cannot fill the context when the pool
+        holds anyone else's evidence."""
+        cluster_of: dict[int, int] = {}
+        if evidence is not None:
+            for number, cluster in enumerate(evidence.near_duplicate_clusters()):
+                cluster_of.update({member: number for member in cluster})
+        per_cluster: dict[int, int] = {}
+        per_writer: dict[str, int] = {}
+        chosen: set[int] = set()
+        for writer_cap in (self.config.per_writer, len(candidates)):
+            for i in order:
+                cluster = cluster_of.get(i, -1 - i)
+                writer = candidates[i].chunk.writer
+                if (len(chosen) < k and i not in chosen
+                        and per_cluster.get(cluster, 0) < self.config.per_source
+                        and per_writer.get(writer, 0) < writer_cap):
+                    chosen.add(i)
+                    per_cluster[cluster] = per_cluster.get(cluster, 0) + 1
+                    per_writer[writer] = per_writer.get(writer, 0) + 1
+        return chosen
+
+    def score(self, candidates: Sequence[Candidate], *, context: int | None = None,
+              evidence: Evidence | None = None) -> ScorerResult:
+        """Trust-rank ``candidates``; the top ``context`` (at most ``per_source`` from each
+        near-duplicate cluster) form the context sent to Ring 3. Without ``evidence`` (no
+        question known) every passage has ``S_ev`` 0 and relevance alone ranks."""
         k = context or self.config.context
         if not candidates:
-            return ScorerResult([], [])
-        texts = [c.chunk.text for c in candidates]
+            return ScorerResult([], [], evidence)
         relevance = min_max([c.score for c in candidates])
-        raw = corroboration(texts)
-        agreement = min_max(raw)
+        raw = evidence_weights(evidence) if evidence is not None else [0.0] * len(candidates)
+        top = max(raw)
+        support = [value / top if top > 0 else 0.0 for value in raw]
         scored = []
-        for candidate, s_rel, s_con, s_raw in zip(candidates, relevance, agreement, raw,
-                                                  strict=True):
+        for candidate, s_rel, s_ev, s_raw in zip(candidates, relevance, support, raw,
+                                                 strict=True):
             w = self.weight(candidate.chunk.tier)
-            scored.append(ScoredPassage(candidate, s_rel, s_con, s_raw, w,
-                                        w * s_con + (1 - w) * s_rel))
+            scored.append(ScoredPassage(candidate, s_rel, s_ev, s_raw, w,
+                                        w * s_ev + (1 - w) * s_rel))
         order = sorted(range(len(scored)),
                        key=lambda i: (-scored[i].trust, scored[i].candidate.rank))
+        chosen = self._diverse(order, candidates, evidence, k)
         ranked = [ScoredPassage(**{**scored[i].__dict__, "trust_rank": position + 1,
-                                   "in_context": position < k})
+                                   "in_context": i in chosen})
                   for position, i in enumerate(order)]
         conflicts: list[Conflict] = []
         if self.config.detect_conflicts:
             conflicts = find_conflicts([(p.candidate.chunk_id, p.candidate.doc_id,
                                          p.candidate.chunk.text) for p in ranked])
-        return ScorerResult(ranked, conflicts)
+        return ScorerResult(ranked, conflicts, evidence)
 
 
 def out_of_scope_terms(unknown_terms: Sequence[str]) -> list[str]:

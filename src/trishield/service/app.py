@@ -1,8 +1,11 @@
 """The ASGI app: the HTTP API over one knowledge base, its metrics and the trace viewer.
 
 Routes are plain (synchronous) functions, so FastAPI runs them in its thread pool and the
-event loop stays free; :mod:`trishield.service.runtime` bounds what runs at once. The OpenAPI
-document is at ``/openapi.json`` (``/docs`` shows it), the viewer at ``/viewer/``.
+event loop stays free; :mod:`trishield.service.runtime` bounds what runs at once. Routes that
+write are coroutines that run the route on the writer thread (``state.writes.serialised``).
+The OpenAPI document is at ``/openapi.json``, a script-free reference page rendered from it at
+``/docs`` (:mod:`trishield.service.docs_page` says why not Swagger UI), the viewer at
+``/viewer/``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Response
 from fastapi import Path as PathParam
-from fastapi.responses import RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from trishield import __version__
@@ -25,6 +28,7 @@ from trishield.kb.loaders import validate_document
 from trishield.provenance.keys import ApiKey, Role
 from trishield.provenance.signing import ProvenanceClaim, decide_provenance
 from trishield.rings.ingest_guard import IngestGuard
+from trishield.service import docs_page
 from trishield.service import models as m
 from trishield.service.auth import bearer_scheme, require
 from trishield.service.http import BodyGuard, Instrumentation, error_body, install_error_handlers
@@ -70,7 +74,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                   description="Retrieval-Augmented Generation defended by three rings, for "
                               "a knowledge base with many writers. Every answer carries its "
                               "trace.",
-                  dependencies=[Depends(bearer_scheme)])
+                  dependencies=[Depends(bearer_scheme)], docs_url=None, redoc_url=None)
     app.state.runtime = state
     install_error_handlers(app)
     reader = Depends(require(state, Role.READER, "reading"))
@@ -78,14 +82,12 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
     admin = Depends(require(state, Role.ADMIN, "reviewing the quarantine"))
     common = _errors(400, 401, 403, 413, 415, 422)
 
-    @app.get("/healthz", response_model=m.Health, tags=["service"])
-    def healthz() -> dict[str, Any]:
-        """Liveness and what the KB holds (no key needed)."""
-        with state.reader() as kb:
-            counts = kb.store.counts()
-            generation = kb.store.generation()
-        return {"status": "ok", "documents": counts["documents"], "chunks": counts["chunks"],
-                "quarantined": counts["quarantined"], "generation": generation}
+    @app.get("/healthz", response_model=m.Health, tags=["service"],
+             responses=_errors(503))
+    async def healthz() -> dict[str, Any]:
+        """Liveness and what the KB holds (no key needed); its own thread and handle, so no
+        other request makes it wait."""
+        return await state.health()
 
     @app.get("/metrics", tags=["service"], response_class=Response,
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
@@ -109,7 +111,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 "max_concurrent_asks": config.max_concurrent_asks}
 
     @app.post("/v1/documents", response_model=m.IngestResponse, tags=["documents"],
-              responses=_errors(400, 401, 403, 409, 413, 415, 422))
+              responses=_errors(400, 401, 403, 409, 413, 415, 422, 503, 507))
+    @state.writes.serialised
     def ingest(body: m.IngestRequest, key: ApiKey = writer) -> dict[str, Any]:
         """Write one document or a batch, atomically; the tier comes from the key or from a
         registered publisher's signature, and Ring 1 screens every document."""
@@ -143,7 +146,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 "duplicates": report.duplicates, "displaced": report.displaced,
                 "quarantined": report.quarantined,
                 "provenance": verdicts, "chunks_added": report.chunks_added,
-                "generation": report.generation}
+                "generation": report.generation, "warnings": report.warnings}
 
     @app.get("/v1/documents/{doc_id:path}", response_model=m.DocumentOut, tags=["documents"],
              responses=_errors(400, 401, 403, 404, 410, 422))
@@ -169,7 +172,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         raise NotFoundError(f"no document {doc_id!r}")
 
     @app.delete("/v1/documents/{doc_id:path}", response_model=m.DeletedOut, tags=["documents"],
-                responses=_errors(400, 401, 403, 404, 410, 422))
+                responses=_errors(400, 401, 403, 404, 410, 422, 503, 507))
+    @state.writes.serialised
     def delete_document(doc_id: DocId, key: ApiKey = writer,
                         reason: Annotated[str, Query(max_length=500)] = "",
                         withdraw: bool = False) -> Any:
@@ -222,7 +226,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             return {"documents": kb.store.quarantined(include_released=include_released)}
 
     @app.post("/v1/quarantine/{doc_id:path}/release", response_model=m.ReleaseResponse,
-              tags=["quarantine"], responses=_errors(400, 401, 403, 404, 409, 422))
+              tags=["quarantine"], responses=_errors(400, 401, 403, 404, 409, 422, 503, 507))
+    @state.writes.serialised
     def release(doc_id: DocId, key: ApiKey = admin) -> dict[str, Any]:
         """Move a quarantined document into the KB (admins; audited)."""
         doc_id = _document_id(doc_id)
@@ -232,7 +237,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 "generation": report.generation}
 
     @app.post("/v1/quarantine/{doc_id:path}/discard", response_model=m.DeletedOut,
-              tags=["quarantine"], responses=_errors(400, 401, 403, 404, 422))
+              tags=["quarantine"], responses=_errors(400, 401, 403, 404, 422, 503, 507))
+    @state.writes.serialised
     def discard(doc_id: DocId, key: ApiKey = admin,
                 reason: Annotated[str, Query(max_length=500)] = "") -> dict[str, Any]:
         """Discard a quarantined document: it is not stored and its id is free again (admins;
@@ -241,7 +247,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         with state.writing() as kb:
             return _closed(kb.discard(doc_id, by=key.name, reason=reason))
 
-    @app.post("/v1/search", response_model=m.SearchResponse, tags=["ask"], responses=common)
+    @app.post("/v1/search", response_model=m.SearchResponse, tags=["ask"],
+              responses=common | _errors(503))
     def search(body: m.SearchRequest, key: ApiKey = reader) -> dict[str, Any]:
         """The top-k chunks (no rings), with tier, writer and provenance."""
         with state.reader() as kb:
@@ -261,6 +268,14 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                                     body.defense).ask(body.question)
         state.metrics.record_answer(body.defense, answer)
         return answer.as_dict()
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return HTMLResponse(docs_page.render(app.openapi(), stylesheet_url="/docs/style.css"))
+
+    @app.get("/docs/style.css", include_in_schema=False)
+    def docs_style() -> Response:
+        return Response(docs_page.STYLESHEET, media_type="text/css")
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

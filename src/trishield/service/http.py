@@ -4,10 +4,13 @@
   allow), then reads a request body before any route sees it: over the size limit
   -> 413 (checked against ``Content-Length`` first, then while streaming, so a lying or
   missing header cannot get more through); not JSON -> 415; not UTF-8 -> 400 naming the byte;
-  not valid JSON, a duplicate key, ``NaN``/``Infinity`` or absurd nesting -> 400 naming the
-  line and column. Routes then only ever parse well-formed JSON.
+  not valid JSON, a duplicate key, ``NaN``/``Infinity``, a number too long to convert (over
+  4,300 digits) or absurd nesting -> 400 naming the line and column where it can. Routes then
+  only ever parse well-formed JSON.
 * :func:`install_error_handlers` gives every error one shape (:class:`ErrorBody`) and never a
-  traceback: validation problems list each field with what is wrong (unknown fields by name).
+  traceback: validation problems list each field with what is wrong (unknown fields by name);
+  a busy knowledge base (a lock held elsewhere, a full write backlog) is 503 with
+  ``Retry-After``, a full disk 507 saying whether anything was written, a read-only one 503.
 * :class:`Instrumentation` records each request's route template, status and latency for
   ``/metrics`` and adds the browser security headers (the viewer shows attacker-written text,
   so the pages forbid inline script and framing).
@@ -15,8 +18,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,7 +32,15 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from trishield.errors import ConflictError, InputError, NotFoundError, TriShieldError
+from trishield.errors import (
+    BusyError,
+    ConflictError,
+    InputError,
+    NotFoundError,
+    ReadOnlyError,
+    StorageFullError,
+    TriShieldError,
+)
 from trishield.service.metrics import ServiceMetrics
 
 log = logging.getLogger("trishield.service")
@@ -108,6 +121,9 @@ def check_json_body(body: bytes, content_type: str | None) -> None:
                            f"{error.lineno} column {error.colno}") from None
     except RecursionError:
         raise BadBody(400, "request body is nested too deeply") from None
+    except ValueError as error:  # an integer beyond Python's conversion limit (4,300 digits)
+        raise BadBody(400, f"request body is not acceptable JSON: a number is too long to "
+                           f"read ({str(error)[:120]})") from None
     if _depth(value) > MAX_JSON_DEPTH:
         raise BadBody(400, f"request body is nested more than {MAX_JSON_DEPTH} levels deep")
 
@@ -257,8 +273,41 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_body(409, str(error))
         if isinstance(error, InputError):
             return error_body(422, str(error))
+        if isinstance(error, BusyError):
+            log.warning("busy: %s", error)
+            return error_body(503, f"the knowledge base is busy: {error}",
+                              headers={"Retry-After": str(error.retry_after)})
+        if isinstance(error, StorageFullError):
+            log.error("disk full: %s", error)
+            return error_body(507, str(error), [{"field": "committed",
+                                                 "problem": str(error.committed).lower()}])
+        if isinstance(error, ReadOnlyError):
+            return error_body(503, f"the knowledge base is read-only: {error}")
         log.error("service error: %s", error)
         return error_body(503, f"the service cannot answer now: {error}")
+
+    @app.exception_handler(sqlite3.Error)
+    async def _storage(request: Request, error: sqlite3.Error) -> JSONResponse:
+        """SQLite errors the KB layer did not translate (a read on a locked or damaged file):
+        the storage's fault, never a traceback."""
+        log.error("storage error on %s %s: %s", request.method, request.url.path, error)
+        message = str(error).lower()
+        if "locked" in message or "busy" in message:
+            return error_body(503, "the knowledge base is locked by another process; retry",
+                              headers={"Retry-After": "5"})
+        if "full" in message:
+            return error_body(507, "the disk is full")
+        return error_body(503, f"the knowledge base cannot be read now: {error}")
+
+    @app.exception_handler(OSError)
+    async def _os(request: Request, error: OSError) -> JSONResponse:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.error("disk full on %s %s: %s", request.method, request.url.path, error)
+            return error_body(507, "the disk is full")
+        if error.errno in (errno.EROFS, errno.EACCES):
+            return error_body(503, "the knowledge base directory cannot be written")
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_body(500, "internal error; the server log has the details")
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

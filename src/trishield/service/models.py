@@ -122,6 +122,9 @@ class IngestResponse(BaseModel):
     provenance: list[ProvenanceOut]
     chunks_added: int
     generation: int
+    warnings: list[str] = Field(default_factory=list, description=(
+        "Set when the batch was committed but something after the commit failed (its search "
+        "indexes could not be saved: a full disk). The documents are stored all the same."))
 
 
 class DocumentOut(BaseModel):
@@ -241,6 +244,8 @@ class Health(BaseModel):
     chunks: int
     quarantined: int
     generation: int
+    read_only: bool = Field(False, description="The KB directory cannot be written: reads "
+                                               "work, writes get 503.")
 
 
 class WhoAmI(BaseModel):

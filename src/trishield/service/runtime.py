@@ -5,26 +5,36 @@ Concurrency model (and why):
 * A :class:`~trishield.kb.KnowledgeBase` handle is not thread-safe (one SQLite connection,
   cached indexes), so readers borrow a handle from a pool of ``workers`` handles, one request
   at a time each. Each handle notices a new KB generation on its next search and reloads.
-* Writes (ingest, delete, release) go through one writer handle behind a lock; the KB's own
-  file lock also serialises them against CLI writers in other processes. Reads never wait for
-  a write: SQLite runs in WAL mode and an ingest commits its batch in one transaction.
+* Writes (ingest, delete, release) run on one writer thread of their own
+  (:mod:`trishield.service.writes`: a bounded backlog, a wait limit) through one writer
+  handle; the KB's file lock, waited for at most ``lock_timeout_s``, also serialises them
+  against CLI writers in other processes, and an ingest stops after ``write_time_limit_s``.
+  Reads never wait for a write, nor for the write lock: SQLite runs in WAL mode, an ingest
+  commits its batch in one transaction, and readers never save indexes.
 * Asks are bounded by ``max_concurrent_asks`` (default 2, the cores of the target machine):
   panel members are CPU-bound llama.cpp calls, and each local model already answers one
   prompt at a time, so more parallel asks would only queue inside the models and add memory.
-  Searches are not bounded beyond the pool: they cost milliseconds.
+  Searches are not bounded beyond the pool: they cost milliseconds. A request that cannot get
+  a handle or an ask slot within ``read_wait_s`` gets 503 + ``Retry-After``, so waiting
+  requests cannot pile up on the request threads.
+* ``/healthz`` runs on a thread and a KB handle of its own: it answers whatever the other
+  requests are doing.
+* A KB directory that cannot be written is served read-only: reads work, writes get 503.
 """
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trishield.defenses import build_defense
-from trishield.errors import InputError
+from trishield.errors import BusyError, InputError
 from trishield.kb import KnowledgeBase
 from trishield.llm.base import Reader
 from trishield.llm.cache import ResponseCache
@@ -32,10 +42,17 @@ from trishield.llm.panel import EXTRACTIVE, MemberSpec, build_reader
 from trishield.pipeline import Pipeline
 from trishield.provenance.keys import KeyStore
 from trishield.service.metrics import ServiceMetrics
+from trishield.service.writes import WriteQueue
 from trishield.settings import Settings
 
-DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 512 * 1024
+"""About half a million characters, about three minutes of embedding on two busy cores (92k
+characters took 30 s at load average 12): well inside the 600 s write time limit, so a
+maximum-size request completes, and the one writer is never held for long. Larger documents
+(up to ``MAX_DOCUMENT_CHARS``) go in with ``trishield ingest`` or a larger
+``--max-body-bytes``."""
 QUERY_BODY_BYTES = 64 * 1024
+HEALTH_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,11 @@ class ServiceConfig:
     max_concurrent_asks: int = 2
     allowed_members: tuple[str, ...] | None = None
     use_cache: bool = True
+    write_backlog: int = 8
+    write_wait_s: float = 60.0
+    write_time_limit_s: float = 600.0
+    lock_timeout_s: float = 10.0
+    read_wait_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
@@ -59,6 +81,13 @@ class ServiceConfig:
         if not 1 <= self.max_concurrent_asks <= 64:
             raise InputError(f"max concurrent asks must be between 1 and 64, got "
                              f"{self.max_concurrent_asks}")
+        if not 0 <= self.write_backlog <= 1000:
+            raise InputError(f"write backlog must be between 0 and 1000, got "
+                             f"{self.write_backlog}")
+        for name in ("write_wait_s", "write_time_limit_s", "lock_timeout_s", "read_wait_s"):
+            if not 0 < getattr(self, name) <= 86400:
+                raise InputError(f"{name} must be between 0 and 86400 seconds, got "
+                                 f"{getattr(self, name)}")
 
 
 def _member_name(spec: MemberSpec) -> str:
@@ -73,12 +102,19 @@ class Runtime:
     def __init__(self, config: ServiceConfig):
         self.config = config
         self.metrics = ServiceMetrics()
-        self.writer = KnowledgeBase.open(config.kb_dir, create=True)
+        self.writer = KnowledgeBase.open(config.kb_dir, create=True,
+                                         lock_timeout=config.lock_timeout_s,
+                                         write_time_limit=config.write_time_limit_s)
+        self.read_only = self.writer.read_only
         self.keys = KeyStore(config.kb_dir)
         self._write_lock = threading.Lock()
+        self.writes = WriteQueue(backlog=config.write_backlog, wait_s=config.write_wait_s)
         self._handles: queue.Queue[KnowledgeBase] = queue.Queue()
         for _ in range(config.workers):
             self._handles.put(KnowledgeBase.open(config.kb_dir))
+        self._health_kb = KnowledgeBase.open(config.kb_dir, read_only=True)
+        self._health_thread = ThreadPoolExecutor(max_workers=1,
+                                                 thread_name_prefix="trishield-health")
         self._asks = threading.BoundedSemaphore(config.max_concurrent_asks)
         self._cache = ResponseCache() if config.use_cache else None
         self._readers: dict[str, Reader] = {}
@@ -91,9 +127,32 @@ class Runtime:
         self.allowed = tuple(dict.fromkeys(allowed))
 
     def close(self) -> None:
+        self.writes.close()
+        self._health_thread.shutdown(wait=True, cancel_futures=True)
         self.writer.close()
+        self._health_kb.close()
         while not self._handles.empty():
             self._handles.get_nowait().close()
+
+    async def health(self) -> dict[str, object]:
+        """What ``/healthz`` reports, read on the health thread's own handle, so that no
+        request (a write, a queue of asks) can make it wait; :class:`BusyError` if even that
+        takes over ``HEALTH_TIMEOUT_S`` (the database itself is stuck)."""
+
+        def snapshot() -> dict[str, object]:
+            counts = self._health_kb.store.counts()
+            return {"status": "ok", "documents": counts["documents"],
+                    "chunks": counts["chunks"], "quarantined": counts["quarantined"],
+                    "generation": self._health_kb.store.generation(),
+                    "read_only": self.read_only}
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self._health_thread, snapshot),
+                                          HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            raise BusyError(f"the knowledge base did not answer within {HEALTH_TIMEOUT_S:g} s",
+                            retry_after=5) from None
 
     def warm_up(self) -> None:
         """Load the embedder and the indexes before the first request, not during it."""
@@ -103,7 +162,11 @@ class Runtime:
 
     @contextmanager
     def reader(self) -> Iterator[KnowledgeBase]:
-        kb = self._handles.get()
+        try:
+            kb = self._handles.get(timeout=self.config.read_wait_s)
+        except queue.Empty:
+            raise BusyError(f"all {self.config.workers} knowledge-base handles stayed busy for "
+                            f"{self.config.read_wait_s:g} s", retry_after=5) from None
         try:
             yield kb
         finally:
@@ -111,17 +174,24 @@ class Runtime:
 
     @contextmanager
     def writing(self) -> Iterator[KnowledgeBase]:
+        """The writer handle. Routes that write are wrapped in ``writes.serialised`` and so
+        already run on the writer thread; the lock keeps any other caller in line."""
         with self._write_lock:
             yield self.writer
 
     @contextmanager
     def ask_slot(self) -> Iterator[None]:
-        with self._asks:
+        if not self._asks.acquire(timeout=self.config.read_wait_s):
+            raise BusyError(f"{self.config.max_concurrent_asks} asks stayed in progress for "
+                            f"{self.config.read_wait_s:g} s; retry later", retry_after=10)
+        try:
             self.metrics.asks_in_flight.inc()
             try:
                 yield
             finally:
                 self.metrics.asks_in_flight.dec()
+        finally:
+            self._asks.release()
 
     def panel(self, names: Sequence[str] | None) -> list[Reader]:
         """Readers for ``names`` (default: the configured panel), each built once and shared:

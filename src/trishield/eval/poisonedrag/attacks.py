@@ -19,6 +19,7 @@ from functools import cache
 
 from trishield.answers import contains_answer
 from trishield.errors import InputError
+from trishield.eval.poisonedrag.diverse import diverse_texts
 from trishield.kb import Document
 from trishield.kb.datasets import DATASETS
 
@@ -160,6 +161,12 @@ def _single(target: Target, rng: random.Random) -> list[str]:
     return _published(target, rng)[:1]
 
 
+def _diverse(target: Target, rng: random.Random) -> list[str]:
+    """Five poisons in five styles (news, encyclopedic, FAQ, table, quote): the same lie,
+    not near-duplicates of each other (:mod:`.diverse`)."""
+    return diverse_texts(target.question, target.incorrect, target.adv_texts, rng)
+
+
 def _mixed(target: Target, rng: random.Random) -> list[str]:
     """Ten poisons (published + template): the pool the poison-fraction sweep draws from."""
     return _published(target, rng) + _template(target, rng)
@@ -191,6 +198,8 @@ FAMILIES: dict[str, AttackFamily] = {family.name: family for family in (
     AttackFamily("split-claim", "(c) adaptive: the claim split across two documents, 2 "
                  "pairs per target", _split_claim),
     AttackFamily("single", "(d) one published poison per target", _single),
+    AttackFamily("diverse", "(c) adaptive: the same false answer in five styles (news, "
+                 "encyclopedic, FAQ, table, quote), 5 per target", _diverse),
     AttackFamily("mixed", "pool for (e) and (f): published + template, 10 per target",
                  _mixed),
 )}

@@ -14,9 +14,17 @@ Provenance settings are separate rows, never mixed (docs/design.md, "Evaluation 
 * ``forged-unchecked`` the counterfactual: the same forged tags believed without a check, which
                       shows what the signature verification is worth.
 
-The poisons are always ingested by the untrusted attacker writer through the normal ingest
-path; a provenance setting re-labels tiers on the *retrieved candidates* only, so one KB per
-family serves every setting and the retrieval itself is identical across rows.
+Writer settings say who ingested the poisons (:mod:`.knowledge_bases` builds one KB per
+family and writer setting):
+
+* ``attacker``  one untrusted writer ingests every poison of the family in one batch; a
+                provenance setting then re-labels tiers on the *retrieved candidates* only, so
+                one KB per family serves every provenance setting and the retrieval itself is
+                identical across those rows;
+* ``sybil``     every poison is ingested by its own neutral writer in its own batch, and every
+                document is neutral: neither provenance nor writer identity tells the defense
+                anything, at ingest (Ring 1) or at retrieval. Only with ``neutral`` provenance
+                (a sybil that is also untrusted would be a different condition).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
 
 PROVENANCE_SETTINGS = ("neutral", "untrusted", "trusted-clean", "forged", "forged-unchecked")
+WRITER_SETTINGS = ("attacker", "sybil")
 SWEEP_FRACTIONS = (0.2, 0.4, 0.5, 0.6, 0.8)
 SWEEP_SEARCH_DEPTH = 400
 """How deep the sweep looks for a target's poisons in the poisoned KB (dense search is cheap)."""
@@ -48,6 +57,7 @@ class Condition:
     family: str
     provenance: str = "neutral"
     fraction: float | None = None
+    writers: str = "attacker"
 
     def __post_init__(self) -> None:
         if self.provenance not in PROVENANCE_SETTINGS:
@@ -55,10 +65,17 @@ class Condition:
                              f"{', '.join(PROVENANCE_SETTINGS)}")
         if self.fraction is not None and not 0 < self.fraction < 1:
             raise InputError(f"poison fraction {self.fraction} is not in (0, 1)")
+        if self.writers not in WRITER_SETTINGS:
+            raise InputError(f"unknown writer setting {self.writers!r}; choose from "
+                             f"{', '.join(WRITER_SETTINGS)}")
+        if self.writers == "sybil" and (self.provenance != "neutral"
+                                        or self.fraction is not None):
+            raise InputError(f"condition {self.name!r}: the sybil writer setting is defined "
+                             "for neutral provenance without a poison fraction only")
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "family": self.family, "provenance": self.provenance,
-                "fraction": self.fraction}
+                "fraction": self.fraction, "writers": self.writers}
 
 
 def poisons_in_context(fraction: float, k: int, target_number: int) -> int:
@@ -105,6 +122,9 @@ class ConditionedKB:
 
     def unknown_terms(self, query: str) -> list[str]:
         return self._plain.unknown_terms(query)
+
+    def documents_per_writer(self) -> dict[str, int]:
+        return self._plain.documents_per_writer()
 
     def _composed(self, query: str, backend: str, k: int) -> list[Candidate]:
         """Top-k holds exactly n of this target's poisons and k-n clean passages (each in

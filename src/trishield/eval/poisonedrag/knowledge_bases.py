@@ -2,9 +2,18 @@
 
 * ``base``: the clean profile (wiki5k: 5,000 Wikipedia passages incl. the targets' ground
   truth; ``mini``: the ground truth plus a seeded sample, for ``--quick``), one neutral writer.
-* per attack family, two copies of the base with that family's poisons written by the
-  untrusted attacker through the normal ingest path: ``plain`` (no Ring 1 at ingest) and
-  ``guarded`` (Ring 1 at ingest, blocked poisons go to quarantine).
+* per attack family and writer setting, two copies of the base with that family's poisons
+  written through the normal ingest path: ``plain`` (no Ring 1 at ingest) and ``guarded``
+  (Ring 1 at ingest, blocked poisons go to quarantine). Writer settings:
+
+  - ``attacker``: one untrusted writer ingests every poison in one batch;
+  - ``sybil``: every poison is ingested alone, in its own batch, by its own neutral writer
+    (a name derived from the poison id, saying nothing about the attack), and the batches
+    go round-robin over the targets (poison 0 of every target, then poison 1, ...) so one
+    target's poisons are not consecutive batches. Ring 1's outlier and tampered-copy checks
+    exclude only the *same writer's* documents, so each sybil poison is screened against
+    the base and every poison ingested before it, exactly as a real sybil attack would be.
+    Sybil KBs have their own directories and fingerprints and never mix with the others.
 
 Embedding the clean passages dominates (about five minutes for wiki5k on 2 cores), so the
 family KBs are copies of the base plus one small ingest each. A KB directory is complete
@@ -16,6 +25,7 @@ later run would trust.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import shutil
@@ -25,6 +35,7 @@ from pathlib import Path
 
 from trishield.errors import InputError
 from trishield.eval.poisonedrag.attacks import Target, get_family
+from trishield.eval.poisonedrag.conditions import WRITER_SETTINGS
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import wiki5k_documents
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
@@ -34,6 +45,10 @@ MINI_EXTRA = 150
 CLEAN_WRITER = "wikipedia"
 ATTACKER = "attacker"
 MARKER = "built.json"
+RESUME = "resume.json"
+"""In a staging directory that an interrupted sybil build may continue: its fingerprint."""
+SAY_EVERY = 250
+"""A sybil build reports its progress every this many batches."""
 
 
 def profile_documents(profile: str, targets: Sequence[Target], seed: int) -> list[Document]:
@@ -54,8 +69,8 @@ def _fingerprint(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _ready(directory: Path, fingerprint: str) -> bool:
-    marker = directory / MARKER
+def _ready(directory: Path, fingerprint: str, name: str = MARKER) -> bool:
+    marker = directory / name
     if not marker.is_file():
         return False
     try:
@@ -64,13 +79,19 @@ def _ready(directory: Path, fingerprint: str) -> bool:
         return False
 
 
-def _build(directory: Path, fingerprint: str, make: Callable[[Path], dict]) -> Path:
-    """Run ``make`` in a temporary sibling and rename it into place when it succeeded."""
+def _build(directory: Path, fingerprint: str, make: Callable[[Path], dict], *,
+           resumable: bool = False) -> Path:
+    """Run ``make`` in a temporary sibling and rename it into place when it succeeded.
+
+    ``resumable``: a staging directory left by an interrupted build of the *same* inputs
+    (its ``resume.json`` holds this fingerprint) is kept, and ``make`` continues it."""
     if _ready(directory, fingerprint):
         return directory
     staging = directory.with_name(directory.name + ".building")
-    shutil.rmtree(staging, ignore_errors=True)
+    if not (resumable and _ready(staging, fingerprint, RESUME)):
+        shutil.rmtree(staging, ignore_errors=True)
     facts = make(staging)
+    (staging / RESUME).unlink(missing_ok=True)
     (staging / MARKER).write_text(json.dumps({"fingerprint": fingerprint, **facts},
                                              sort_keys=True, indent=1))
     shutil.rmtree(directory, ignore_errors=True)
@@ -93,27 +114,81 @@ def build_base(work_dir: Path, profile: str, documents: Sequence[Document],
     return _build(work_dir / f"base-{profile}", fingerprint, make)
 
 
-def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Target],
-                 seed: int, *, guarded: bool, guard: GuardConfig | None = None) -> Path:
-    """``base`` + the family's poisons for ``targets``, by the untrusted attacker."""
-    guard = guard or GuardConfig()
-    poisons = [doc for target in targets for doc in get_family(family).poisons(target, seed)]
-    base_marker = json.loads((base / MARKER).read_text())["fingerprint"]
-    fingerprint = _fingerprint({"base": base_marker, "family": family, "guarded": guarded,
-                                "guard": asdict(guard) if guarded else None,
-                                "poisons": [[d.id, d.content_hash] for d in poisons]})
-    name = f"{base.name.removeprefix('base-')}-{family}-{'guarded' if guarded else 'plain'}"
+def sybil_writer(doc_id: str) -> str:
+    """The sybil writer of one poison: distinct per poison id, neutral-sounding (a writer
+    name that said "attacker" would hand the defense the identity the condition withholds)."""
+    return "contributor-" + hashlib.sha256(f"sybil:{doc_id}".encode()).hexdigest()[:12]
 
-    def make(staging: Path) -> dict:
+
+def sybil_batches(poisons_per_target: Sequence[Sequence[Document]]) -> list[Document]:
+    """Ingest order of a sybil KB: round-robin over the targets, one poison per batch."""
+    return [doc for layer in itertools.zip_longest(*poisons_per_target) for doc in layer
+            if doc is not None]
+
+
+def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Target],
+                 seed: int, *, guarded: bool, guard: GuardConfig | None = None,
+                 writers: str = "attacker",
+                 say: Callable[[str], None] | None = None) -> Path:
+    """``base`` + the family's poisons for ``targets``: by the untrusted attacker in one batch,
+    or (``writers="sybil"``) each by its own neutral writer in its own batch.
+
+    A sybil KB takes one ingest per poison (thousands on wiki5k), so its build resumes after
+    an interruption: every ingest is atomic, and a poison already stored or quarantined in
+    the staging copy is skipped by the KB's own content-hash dedupe."""
+    if writers not in WRITER_SETTINGS:
+        raise InputError(f"unknown writer setting {writers!r}; choose from "
+                         f"{', '.join(WRITER_SETTINGS)}")
+    guard = guard or GuardConfig()
+    per_target = [get_family(family).poisons(target, seed) for target in targets]
+    poisons = [doc for docs in per_target for doc in docs]
+    base_marker = json.loads((base / MARKER).read_text())["fingerprint"]
+    parts = {"base": base_marker, "family": family, "guarded": guarded,
+             "guard": asdict(guard) if guarded else None,
+             "poisons": [[d.id, d.content_hash] for d in poisons]}
+    if writers != "attacker":  # the single-attacker fingerprints stay as they were
+        parts["writers"] = writers
+    fingerprint = _fingerprint(parts)
+    setting = "" if writers == "attacker" else f"{writers}-"
+    name = (f"{base.name.removeprefix('base-')}-{setting}{family}-"
+            f"{'guarded' if guarded else 'plain'}")
+    screener = IngestGuard(guard) if guarded else None
+
+    def copy_base(staging: Path) -> None:
         shutil.copytree(base, staging, ignore=shutil.ignore_patterns(MARKER, "kb.lock"))
+
+    def make_single(staging: Path) -> dict:
+        copy_base(staging)
         with KnowledgeBase.open(staging) as kb:
             report = kb.ingest(poisons, tier="untrusted", writer=ATTACKER,
-                               source=f"attack family {family}",
-                               guard=IngestGuard(guard) if guarded else None)
-        return {"poisons": len(poisons), "quarantined": sorted(
-            q["id"] for q in report.quarantined)}
+                               source=f"attack family {family}", guard=screener)
+        return {"poisons": len(poisons), "writers": writers, "batches": 1,
+                "quarantined": sorted(q["id"] for q in report.quarantined)}
 
-    return _build(work_dir / name, fingerprint, make)
+    def make_sybil(staging: Path) -> dict:
+        if not (staging / RESUME).is_file():
+            copy_base(staging)
+            (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
+        order = sybil_batches(per_target)
+        with KnowledgeBase.open(staging) as kb:
+            for number, doc in enumerate(order, start=1):
+                kb.ingest([doc], tier="neutral", writer=sybil_writer(doc.id),
+                          source=f"attack family {family}", guard=screener)
+                if say is not None and number % SAY_EVERY == 0:
+                    say(f"  {name}: {number} of {len(order)} sybil batches ingested")
+            ids = {doc.id for doc in poisons}
+            held = sorted(q["id"] for q in kb.store.quarantined() if q["id"] in ids)
+        return {"poisons": len(poisons), "writers": writers, "batches": len(order),
+                "quarantined": held}
+
+    if writers == "attacker":
+        return _build(work_dir / name, fingerprint, make_single)
+    return _build(work_dir / name, fingerprint, make_sybil, resumable=True)
+
+
+def ingest_label(family: str, writers: str) -> str:
+    """How the report names a family KB's Ring 1 ingest figures (``claim-only/sybil``)."""
+    return family if writers == "attacker" else f"{family}/{writers}"
 
 
 def quarantined(directory: Path) -> list[str]:

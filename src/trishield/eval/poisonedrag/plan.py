@@ -1,19 +1,24 @@
 """What the benchmark asks: blocks of questions, each under one condition, for some defenses.
 
 The full matrix is sized for 2 CPU cores with the default local panel (about 8 s per
-Qwen2.5-0.5B answer over five Wikipedia passages, several hours in all): the headline family on
-all 100 targets, every adaptive family on a nested seeded subset of 10, the untrusted-writer
-rows on 20, the poison-fraction sweep on 5 per fraction and provenance setting, the forged tags
-on 10, and benign accuracy on the 100 target questions without poisons plus 100 SQuAD dev and
-100 NQ-open questions. The defenses that cost several LLM calls per question (RobustRAG's
-isolated answers, paraphrasing, knowledge expansion's 50-passage prompt of ~5,000 tokens)
-answer a capped subset of every attack family and of the benign target questions, so each
-family has a row for each defense. Every subset is the first n of one seeded permutation, so a
-smaller subset is always inside a larger one and rows can be compared on the targets they share.
+Qwen2.5-0.5B answer over five Wikipedia passages): the published poisons on all 100 targets
+under the all-neutral and the sybil condition; every adaptive family (template,
+question-moved, claim-only, gt-swap, split-claim, single, diverse) under both conditions on a
+nested seeded subset of 50 targets (gt-swap on all 100, so every target it can attack is
+there) for the core defenses (``CORE_DEFENSES``: none, ring1, ring12, full-gated,
+ragdefender-pool20), every other selected defense on the first 10 of them; the
+untrusted-writer rows on 20, the poison-fraction sweep on 5 per fraction and provenance
+setting, the forged tags on 10, and benign accuracy on the 100 target questions without
+poisons plus 100 SQuAD dev and 100 NQ-open questions. The defenses that cost several LLM calls
+per question (RobustRAG's isolated answers, paraphrasing, knowledge expansion's 50-passage
+prompt of ~5,000 tokens) answer a smaller capped subset. Every subset is the first n of one
+seeded permutation, so a smaller subset is always inside a larger one and rows can be compared
+on the targets they share. The matrix takes more than one sitting: the run is resumable.
 
 Blocks run in the order of the headline table's importance (published poisons, the same
-questions without poisons, the adaptive families, then SQuAD/NQ, provenance, sweep and forged
-tags), so an interrupted run has its most important rows first."""
+questions without poisons, published under sybil, then each adaptive family under the
+all-neutral and then the sybil condition, then SQuAD/NQ, provenance, sweep and forged tags),
+so an interrupted run has its most important rows first."""
 
 from __future__ import annotations
 
@@ -24,10 +29,22 @@ from trishield.eval.poisonedrag.conditions import SWEEP_FRACTIONS, Condition
 from trishield.eval.poisonedrag.defenses import DEFENSES, PROVENANCE_AWARE, validate
 
 ADAPTIVE_FAMILIES = ("template", "question-moved", "claim-only", "gt-swap", "split-claim",
-                     "single")
+                     "single", "diverse")
+ALL_TARGET_FAMILIES = ("gt-swap",)
+"""Families that can attack only some targets: their blocks ask every target, so every
+applicable one is in the row (the others are listed as not applicable)."""
+CORE_DEFENSES = ("none", "ring1", "ring12", "full-gated", "ragdefender-pool20")
+"""The defenses every adaptive block answers at full size (issue 16); the other selected
+defenses answer the first ``Sizes.adaptive_others`` questions of the block."""
+CONDITIONS = ("neutral", "sybil")
+"""The two headline conditions: all-neutral (the paper's setting) and sybil."""
 BENIGN_SETS = ("benign-targets", "benign-squad", "benign-nq")
 SWEEP_DEFENSES = ("none", "ring2", "ring12", "full-gated", "ragdefender-pool20")
-FORGED_DEFENSES = ("none", "ring2", "ring12", "full-gated", "full-always")
+FORGED_DEFENSES = ("none", "ring2", "ring12", "full-gated", "full-always", "ragdefender-pool20")
+UNTRUSTED_DEFENSES = ("none", "ring2", "ring3", "ring12", "full-gated", "full-always",
+                      "ragdefender-pool20")
+"""The provenance-aware rows plus the undefended and RAGDefender rows side by side (those two
+read no tier, so their cells repeat the all-neutral ones on the same targets, from cache)."""
 
 
 COSTLY = ("expansion-k50", "robustrag-keyword", "paraphrase")
@@ -38,7 +55,8 @@ capped, nested subset of each attack family and of the benign target questions."
 @dataclass(frozen=True)
 class Sizes:
     headline: int = 100
-    adaptive: int = 10
+    adaptive: int = 50
+    adaptive_others: int = 10
     untrusted: int = 20
     sweep: int = 5
     forged: int = 10
@@ -49,8 +67,8 @@ class Sizes:
                                          ("paraphrase", 20))
 
 
-QUICK_SIZES = Sizes(headline=2, adaptive=1, untrusted=1, sweep=1, forged=1, benign_targets=2,
-                    benign_squad=1, benign_nq=1,
+QUICK_SIZES = Sizes(headline=2, adaptive=1, adaptive_others=1, untrusted=1, sweep=1,
+                    forged=1, benign_targets=2, benign_squad=1, benign_nq=1,
                     caps=(("expansion-k50", 1), ("robustrag-keyword", 1), ("paraphrase", 1)))
 QUICK_DEFENSES = ("none", "ring1", "ring2", "full-gated", "perplexity-filter",
                   "ragdefender-pool20")
@@ -80,6 +98,26 @@ class Block:
                 "answered_per_defense": {d: self.limit(d) for d in self.defenses}}
 
 
+def condition_for(family: str, setting: str) -> Condition:
+    """The block condition of ``family`` under a headline condition (``neutral``: named by the
+    family alone, as the report's columns are; ``sybil``: ``<family>/sybil``)."""
+    if setting == "neutral":
+        return Condition(family, family)
+    if setting == "sybil":
+        return Condition(f"{family}/sybil", family, writers="sybil")
+    raise InputError(f"unknown headline condition {setting!r}; choose from "
+                     f"{', '.join(CONDITIONS)}")
+
+
+def _merged_caps(*groups: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """Caps from several sources; where two cap one defense, the smaller wins."""
+    merged: dict[str, int] = {}
+    for group in groups:
+        for defense, cap in group:
+            merged[defense] = min(cap, merged.get(defense, cap))
+    return tuple(sorted(merged.items()))
+
+
 def full_plan(defenses: tuple[str, ...] = DEFENSES, sizes: Sizes = Sizes(), *,
               quick: bool = False) -> list[Block]:
     validate(defenses)
@@ -92,22 +130,31 @@ def full_plan(defenses: tuple[str, ...] = DEFENSES, sizes: Sizes = Sizes(), *,
     cheap = tuple(d for d in defenses if d not in COSTLY)
 
     def block(name: str, questions: str, condition: Condition | None, chosen: tuple[str, ...],
-              size: int) -> Block:
-        return Block(name, questions, condition, chosen, size, sizes.caps)
+              size: int, extra_caps: tuple[tuple[str, int], ...] = ()) -> Block:
+        return Block(name, questions, condition, chosen, size,
+                     _merged_caps(sizes.caps, extra_caps))
 
-    blocks = [block("published", "targets", Condition("published", "published"), defenses,
+    # non-core defenses answer the first adaptive_others questions of a large block
+    others = tuple((d, sizes.adaptive_others) for d in defenses if d not in CORE_DEFENSES)
+    blocks = [block("published", "targets", condition_for("published", "neutral"), defenses,
                     sizes.headline),
               block("benign-targets", "benign-targets", None, defenses, sizes.benign_targets)]
-    families = ("gt-swap",) if quick else ADAPTIVE_FAMILIES
-    blocks += [block(family, "targets", Condition(family, family), defenses, sizes.adaptive)
-               for family in families]
+    if not quick:
+        blocks.append(block("published/sybil", "targets", condition_for("published", "sybil"),
+                            defenses, sizes.headline, others))
+    adaptive = (("gt-swap", "neutral"), ("diverse", "sybil")) if quick else tuple(
+        (family, setting) for family in ADAPTIVE_FAMILIES for setting in CONDITIONS)
+    for family, setting in adaptive:
+        condition = condition_for(family, setting)
+        size = sizes.headline if family in ALL_TARGET_FAMILIES else sizes.adaptive
+        blocks.append(block(condition.name, "targets", condition, defenses, size, others))
     blocks.append(block("benign-squad", "benign-squad", None, cheap, sizes.benign_squad))
     if not quick:
         blocks.append(block("benign-nq", "benign-nq", None, cheap, sizes.benign_nq))
     if pick(PROVENANCE_AWARE) and not quick:
         blocks.append(block("published/untrusted", "targets",
                             Condition("published/untrusted", "published", "untrusted"),
-                            pick(PROVENANCE_AWARE), sizes.untrusted))
+                            pick(UNTRUSTED_DEFENSES), sizes.untrusted))
     fractions = (0.5,) if quick else SWEEP_FRACTIONS
     for fraction in fractions:
         for provenance in ("trusted-clean",) if quick else ("neutral", "trusted-clean"):
@@ -124,5 +171,7 @@ def full_plan(defenses: tuple[str, ...] = DEFENSES, sizes: Sizes = Sizes(), *,
     return [b for b in blocks if b.defenses]
 
 
-def families_of(blocks: list[Block]) -> list[str]:
-    return sorted({b.condition.family for b in blocks if b.condition is not None})
+def families_of(blocks: list[Block]) -> list[tuple[str, str]]:
+    """The (family, writer setting) pairs the blocks need a poisoned KB for."""
+    return sorted({(b.condition.family, b.condition.writers) for b in blocks
+                   if b.condition is not None})

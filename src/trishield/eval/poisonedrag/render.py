@@ -50,55 +50,98 @@ def _short(block: dict[str, Any], result: dict[str, Any] | None, key: str) -> st
     return text if result["asked"] == block["size"] else f"{text} (n={result['asked']})"
 
 
+def _ci(result: dict[str, Any] | None, key: str) -> str:
+    """`` [low, high]`` for a cell whose result has the interval ``key``, else nothing."""
+    interval = (result or {}).get(key)
+    return "" if not interval else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _with_ci(block: dict[str, Any], result: dict[str, Any] | None, key: str) -> str:
+    text = _short(block, result, key)
+    if result is None or not result.get("answered"):
+        return text
+    return text + _ci(result, f"{key}_ci95" if key != "accuracy_under_attack"
+                      else "accuracy_ci95")
+
+
+def _writers(block: dict[str, Any]) -> str:
+    return (block["condition"] or {}).get("writers", "attacker")
+
+
+def headline_blocks(blocks: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The attack-family blocks of each headline condition: ``all-neutral`` (named by the
+    family alone) and ``sybil`` (every poison its own writer); the rest are other rows."""
+    neutral = [b for b in blocks if b["condition"] and b["name"] == b["condition"]["family"]]
+    sybil = [b for b in blocks if b["condition"] and _writers(b) == "sybil"]
+    return {"all-neutral": neutral, "sybil": sybil}
+
+
 def render_markdown(payload: dict[str, Any]) -> str:
     """The headline tables in Markdown: the README quotes this file instead of retyped figures.
 
-    Rows are defenses; the attack families (each with its own row group in the plan) are
-    columns, then benign accuracy, so a defense's price in accuracy sits beside what it buys."""
+    Per headline condition, rows are defenses and the attack families are columns (ASR with
+    its Wilson 95% interval); then accuracy under attack beside the same defense's clean
+    accuracy on the same targets, the benign sets (accuracy, false refusals, LLM calls per
+    query), and the provenance, sweep and forged-tag rows."""
     blocks = payload["blocks"]
-    families = [b for b in blocks if b["condition"] and b["name"] == b["condition"]["family"]]
+    conditions = headline_blocks(blocks)
+    headline = [b for group in conditions.values() for b in group]
     benign = [b for b in blocks if not b["condition"]]
-    others = [b for b in blocks if b["condition"] and b not in families]
+    others = [b for b in blocks if b["condition"] and b not in headline]
     defenses = _defenses(payload)
     results = payload["results"]
-    headline = rep.markdown_table(
-        ["defense", *[f"{b['name']} ASR" for b in families],
-         *[f"{b['name']} accuracy" for b in benign]],
-        [[d, *[_short(b, results[b["name"]].get(d), "asr") for b in families],
-          *[_short(b, results[b["name"]].get(d), "accuracy") for b in benign]]
-         for d in defenses])
     parts = [f"# TriShield PoisonedRAG benchmark{_status(payload)}\n",
              f"Scoring version `{payload['scoring_version']}`, KB profile "
              f"`{payload['configuration']['kb_profile']}`, k={payload['configuration']['k']}, "
-             f"seed {payload['configuration']['seed']}.\n",
-             "## Headline: answer-level ASR per attack family, benign accuracy "
-             "(contains-answer)\n",
-             "`n=20`: a defense that costs several LLM calls per question answered the first "
-             "20 questions of the block's seeded order; `(3/5)`: answered so far; `not run`: "
-             "outside this defense's plan.\n", headline]
-    published = next((b for b in families if b["name"] == "published"), None)
-    if published is not None:
-        rows = []
-        for defense, r in results["published"].items():
+             f"seed {payload['configuration']['seed']}. Intervals are Wilson score 95% "
+             "intervals. `n=20`: the defense answered the first 20 questions of the block's "
+             "seeded order; `(3/5)`: answered so far; `not run`: outside this defense's "
+             "plan.\n"]
+    for condition, group in conditions.items():
+        if not group:
+            continue
+        shown = [d for d in defenses if any(d in results[b["name"]] for b in group)]
+        parts += [f"## Answer-level ASR per attack family: {condition} condition\n",
+                  rep.markdown_table(
+                      ["defense", *[b["condition"]["family"] for b in group]],
+                      [[d, *[_with_ci(b, results[b["name"]].get(d), "asr") for b in group]]
+                       for d in shown])]
+    if benign:
+        parts += ["## Benign questions: accuracy (contains-answer), false refusals, LLM "
+                  "calls per query\n", rep.markdown_table(
+                      ["set", "defense", "accuracy", "false refusals", "LLM calls per query"],
+                      [[b["name"], d, _with_ci(b, r, "accuracy"),
+                        f"{r['false_refusals']}/{r['answered']}"
+                        f"{_ci(r, 'false_refusal_ci95')}",
+                        _two(r["cost"]["llm_calls_per_query"])]
+                       for b in benign for d, r in results[b["name"]].items()
+                       if r.get("answered")])]
+    rows = []
+    for block in headline:
+        for defense, r in results[block["name"]].items():
             if not r.get("answered"):
                 continue
-            low, high = r["asr_ci95"] if r["asr_ci95"] else (None, None)
-            ci = "" if low is None else f" [{low:.2f}, {high:.2f}]"
-            outcomes = r["outcomes"]
-            rows.append([defense, f"{r['answered']}/{r['asked']}",
-                         f"{_short(published, r, 'asr')}{ci}",
-                         f"{outcomes['blocked']} / {outcomes['succeeded']} / {outcomes['evaded']}",
-                         _two(r["accuracy_under_attack"]), r["refusals"],
-                         _two(r["cost"]["llm_calls_per_query"])])
-        parts += ["## Published poisons: ASR with bootstrap 95% CI\n", rep.markdown_table(
-            ["defense", "answered", "ASR", "blocked / succeeded / evaded",
-             "accuracy under attack", "refusals", "LLM calls per query"], rows)]
+            clean = r.get("clean_accuracy_same_targets")
+            rows.append([block["name"], defense, f"{r['answered']}/{r['asked']}",
+                         r["applicable"], _with_ci(block, r, "asr"),
+                         _with_ci(block, r, "accuracy_under_attack"),
+                         "-" if clean is None else
+                         f"{_two(clean)}{_ci(r, 'clean_accuracy_ci95')}",
+                         r["refusals"], _two(r["cost"]["llm_calls_per_query"])])
+    if rows:
+        parts += ["## Accuracy under attack beside clean accuracy on the same targets\n",
+                  "Clean accuracy: the same defense's answers to the same target questions "
+                  "with no poison in the KB (block `benign-targets`).\n",
+                  rep.markdown_table(["block", "defense", "answered", "applicable", "ASR",
+                                      "accuracy under attack", "clean accuracy",
+                                      "refusals", "LLM calls per query"], rows)]
     if others:
         shown = [d for d in defenses if any(d in results[b["name"]] for b in others)]
         parts += ["## Provenance, poison-fraction sweep and forged tags: answer-level ASR\n",
                   rep.markdown_table(["block", *shown],
-                                     [[b["name"], *[_short(b, results[b["name"]].get(d), "asr")
-                                                    for d in shown]] for b in others])]
+                                     [[b["name"], *[_with_ci(b, results[b["name"]].get(d),
+                                                             "asr") for d in shown]]
+                                      for b in others])]
     return "\n".join(parts)
 
 
@@ -106,7 +149,8 @@ def render_html(payload: dict[str, Any]) -> str:
     headers, rows = headline_rows(payload)
     status = _status(payload)
     sections = [("Headline: answer-level ASR per attack block, benign accuracy (contains) "
-                 f"per benign set{status}", rep.table(headers, rows))]
+                 f"per benign set{status}; Wilson 95% intervals in the tables below",
+                 rep.table(headers, rows))]
     published = payload["results"].get("published", {})
     charts = [rep.bar_chart("published poisons: answer-level ASR by defense",
                             [(d, r["asr"] or 0.0) for d, r in published.items()
@@ -135,22 +179,26 @@ def render_html(payload: dict[str, Any]) -> str:
                            r["context_exposure"], r["mean_poisons_in_top_k"],
                            r["outcomes"]["blocked"], r["outcomes"]["succeeded"],
                            r["outcomes"]["evaded"], r["accuracy_under_attack"],
-                           r["refusals"], r["cost"]["llm_calls_per_query"]])
+                           r["accuracy_ci95"], r.get("clean_accuracy_same_targets"),
+                           r.get("clean_accuracy_ci95"), r["refusals"],
+                           r["cost"]["llm_calls_per_query"]])
     sections.append(("Attacked blocks (evaded = a poison reached the context but not the "
                      "answer: exposure, never a defense success)", rep.table(
         ["block", "defense", "answered", "applicable", "ASR", "ASR 95% CI",
          "ASR held-out half", "retrieval ASR", "poison in context", "poisons in top-k",
-         "blocked", "succeeded", "evaded", "accuracy under attack", "refusals",
-         "LLM calls/query"], detail)))
+         "blocked", "succeeded", "evaded", "accuracy under attack", "accuracy 95% CI",
+         "clean accuracy (same targets)", "clean 95% CI", "refusals", "LLM calls/query"],
+        detail)))
     benign_rows = [[b["name"], d, f"{r['answered']}/{r['asked']}", r["accuracy"],
                     r["accuracy_ci95"], r["em"], r["f1"], r["f1_sentence"],
-                    r["false_refusals"], r["cost"]["llm_calls_per_query"]]
+                    r["false_refusals"], r.get("false_refusal_ci95"),
+                    r["cost"]["llm_calls_per_query"]]
                    for b in payload["blocks"] if not b["condition"]
                    for d, r in payload["results"][b["name"]].items() if r.get("answered")]
     sections.append(("Benign questions (contains-answer and SQuAD scores, never mixed)",
                      rep.table(["set", "defense", "answered", "contains", "95% CI", "strict EM",
                                 "token F1", "F1 best sentence", "false refusals",
-                                "LLM calls/query"], benign_rows)))
+                                "false refusal 95% CI", "LLM calls/query"], benign_rows)))
     detection = [[b, d, stage, s["removed"], s["poisons_removed"], s["poisons_seen"],
                   s["precision"], s["recall"], s["f1"]]
                  for b, by in payload["results"].items() for d, r in by.items()
@@ -161,7 +209,9 @@ def render_html(payload: dict[str, Any]) -> str:
     ingest = [[f, v["poisons"], v["quarantined"], v["recall"], v["precision_vs_clean_base"]]
               for f, v in payload["ring1_at_ingest"].items()]
     clean = payload["ring1_clean_screening"]
-    sections.append(("Ring 1 at ingest (poisons written by the untrusted attacker; precision "
+    sections.append(("Ring 1 at ingest (poisons written by the untrusted attacker in one "
+                     "batch, or, for family/sybil, each by its own neutral writer in its own "
+                     "batch; precision "
                      f"counts the {clean['would_quarantine']} of {clean['screened']} clean "
                      "base passages Ring 1 would quarantine, FPR "
                      f"{clean['false_positive_rate']:.4f})",

@@ -110,12 +110,14 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     say(f"building the {options.kb_profile} base KB (embedding the clean passages)")
     clean = kbs.profile_documents(options.kb_profile, targets, options.seed)
     base = kbs.build_base(options.work_dir, options.kb_profile, clean)
-    family_kbs: dict[tuple[str, bool], Path] = {}
-    for family in families_of(blocks):
+    family_kbs: dict[tuple[str, str, bool], Path] = {}
+    for family, writers in families_of(blocks):
         for guarded in (False, True):
-            say(f"building the {family} KB ({'Ring 1 at ingest' if guarded else 'plain'})")
-            family_kbs[family, guarded] = kbs.build_family(
-                options.work_dir, base, family, attacked, options.seed, guarded=guarded)
+            say(f"building the {family} KB (poisons by {writers}; "
+                f"{'Ring 1 at ingest' if guarded else 'plain'})")
+            family_kbs[family, writers, guarded] = kbs.build_family(
+                options.work_dir, base, family, attacked, options.seed, guarded=guarded,
+                writers=writers, say=say)
     stored = _stored_ids(base)
 
     checkpoint = Checkpoint(options.work_dir / f"records-{fingerprint[:16]}.jsonl", fingerprint)
@@ -142,7 +144,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
             if not todo:
                 continue
             path = base if block.condition is None else family_kbs[
-                block.condition.family, info(defense).uses_ring1_kb]
+                block.condition.family, block.condition.writers, info(defense).uses_ring1_kb]
             with KnowledgeBase.open(path) as kb:
                 view = KBRetriever(kb, config.backend) if block.condition is None \
                     else ConditionedKB(kb, block.condition, provenance,
@@ -182,14 +184,15 @@ def _key(block: Block, defense: str, question: Question) -> str:
 
 
 def _payload(options: PoisonedRAGOptions, blocks: list[Block], asked: dict[str, list[Question]],
-             checkpoint: Checkpoint, family_kbs: dict[tuple[str, bool], Path], base: Path,
+             checkpoint: Checkpoint, family_kbs: dict[tuple[str, str, bool], Path], base: Path,
              config: PipelineConfig) -> dict[str, Any]:
     records = {(r["block"], r["defense"], r["question"]): r for r in checkpoint.rows()}
     results = {block.name: score(block, asked[block.name], records, options.seed)
                for block in blocks}
-    ingest = {family: {"poisons": json.loads((path / kbs.MARKER).read_text())["poisons"],
-                       "quarantined": len(kbs.quarantined(path))}
-              for (family, guarded), path in sorted(family_kbs.items()) if guarded}
+    ingest = {kbs.ingest_label(family, writers): {
+        "poisons": json.loads((path / kbs.MARKER).read_text())["poisons"],
+        "quarantined": len(kbs.quarantined(path))}
+        for (family, writers, guarded), path in sorted(family_kbs.items()) if guarded}
     clean = kbs.screen_clean(base, config.guard)
     clean_flagged = len(clean["would_quarantine"])
     for facts in ingest.values():

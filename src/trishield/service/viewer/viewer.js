@@ -153,7 +153,7 @@ function renderAnswer(result) {
   const ring2Box = document.getElementById("ring2");
   if (trace.ring2) {
     const parts = [table("ring2-table",
-      ["trust #", "passage", "tier", "w_prov", "s_rel", "S_con", "T", "decision"],
+      ["trust #", "passage", "tier", "w_prov", "s_rel", "S_ev", "T", "decision"],
       trace.ring2.ranked.map((r) => ({
         cls: r.in_context ? "kept" : "dropped",
         cells: [r.trust_rank, r.chunk_id, badge(r.tier, r.tier), num(r.w_prov, 2), num(r.s_rel, 2),

@@ -1,0 +1,298 @@
+"""Evidence: how much *independent* support a claim has, and which of two claims wins.
+
+The principle (docs/design.md, "Evidence"): an answer is believed because of how much
+independent evidence supports it, not because many passages say it. Three rules:
+
+* **Independence.** Passages that share a writer, an ingest batch, or are near-duplicates of
+  each other (embedding cosine >= ``near_duplicate``) are one source: five paraphrases of one
+  lie from one writer, or five sybil writers posting one template, count once.
+* **Weight.** A source weighs ``tier_weight[tier] * record * precedence``: its best tier; its
+  writer's track record (``log(1+n)/log(1+record_full)`` for ``n`` documents stored, floored at
+  ``record_floor``: a writer with one document is a weak witness); and ``precedence`` when it
+  was in the knowledge base before any document of the opposing claim (it stood uncontested).
+* **Decision.** A claim whose best tier is higher than the other's wins outright (a trusted
+  source is never overturned by untrusted or neutral writers alone, whatever their number);
+  at equal best tier the heavier claim wins when it weighs at least ``margin`` times the
+  other, and otherwise the sources conflict and TriShield refuses, showing both sides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field
+from pydantic.dataclasses import dataclass as config_dataclass
+
+from trishield.answers import canonical_numbers, normalize_answer
+from trishield.rings.claims import PassageClaim, passage_claim, states
+from trishield.rings.config_types import CONFIG, Tier, Unit
+
+TIER_ORDER: dict[str, int] = {"untrusted": 0, "neutral": 1, "trusted": 2}
+
+
+@config_dataclass(frozen=True, config=CONFIG)
+class EvidenceConfig:
+    near_duplicate: Unit = 0.80
+    """Cosine at or above which two passages are one source. Measured with MiniLM: one
+    target's poisons sit at median 0.84-0.92 (10th percentile 0.72-0.82), independent clean
+    passages answering one question at median 0.66 (90th percentile 0.76)."""
+    tier_weight: dict[Tier, Annotated[float, Field(gt=0)]] = field(default_factory=lambda: {
+        "trusted": 4.0, "neutral": 1.0, "untrusted": 0.25})
+    record_full: Annotated[int, Field(ge=1)] = 1000
+    """A writer with this many stored documents has a full track record (log-scaled: one
+    document 0.1, ten 0.35, a hundred 0.67)."""
+    record_floor: Annotated[float, Field(gt=0, le=1)] = 0.1
+    precedence: Annotated[float, Field(ge=1)] = 2.0
+    """Weight factor for a source that was in the knowledge base before any document of the
+    opposing claim: a newcomer needs ``margin * precedence`` times its weight to overturn it."""
+    margin: Annotated[float, Field(ge=1)] = 2.0
+    per_source: Annotated[int, Field(ge=1)] = 1
+    """Context passages per near-duplicate cluster: the context holds distinct evidence."""
+    per_writer: Annotated[int, Field(ge=1)] = 2
+    """Context passages per writer while other writers' passages remain in the pool."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One pooled passage as evidence: identity, who stands behind it, and its text."""
+
+    id: str
+    doc_id: str
+    writer: str
+    tier: str
+    text: str
+    batch: int | None = None
+    ingested_at: float | None = None
+
+
+def record(documents: int | None, config: EvidenceConfig) -> float:
+    """A writer's track record in (0, 1]; unknown (no knowledge base to ask) is a full one."""
+    if documents is None:
+        return 1.0
+    full = math.log1p(documents) / math.log1p(config.record_full)
+    return max(config.record_floor, min(1.0, full))
+
+
+@dataclass(frozen=True)
+class Source:
+    """Passages that count as one witness, and what that witness weighs against an opponent."""
+
+    members: tuple[int, ...]
+    writers: tuple[str, ...]
+    tier: str
+    record: float
+    earliest: float | None
+    weight: float = 0.0
+    established: bool = False
+
+    def as_dict(self, items: Sequence[Item]) -> dict[str, object]:
+        return {"passages": [items[i].id for i in self.members], "writers": list(self.writers),
+                "tier": self.tier, "record": round(self.record, 4),
+                "established": self.established, "weight": round(self.weight, 4)}
+
+
+@dataclass(frozen=True)
+class ClaimSide:
+    """One side of a comparison: a claim's independent sources and their total weight."""
+
+    label: str
+    sources: tuple[Source, ...]
+
+    @property
+    def weight(self) -> float:
+        return sum(s.weight for s in self.sources)
+
+    @property
+    def top_tier(self) -> str | None:
+        tiers = [s.tier for s in self.sources]
+        return max(tiers, key=TIER_ORDER.__getitem__) if tiers else None
+
+    def as_dict(self, items: Sequence[Item]) -> dict[str, object]:
+        return {"claim": self.label, "top_tier": self.top_tier,
+                "weight": round(self.weight, 4),
+                "sources": [s.as_dict(items) for s in self.sources]}
+
+
+Outcome = Literal["stands", "overturned", "conflict", "unopposed"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a claim fared against the strongest other claim: it stands (or is unopposed), is
+    overturned by it, or the two conflict."""
+
+    outcome: Outcome
+    reason: str
+    support: ClaimSide
+    opposition: ClaimSide | None = None
+
+    def as_dict(self, items: Sequence[Item]) -> dict[str, object]:
+        return {"outcome": self.outcome, "reason": self.reason,
+                "support": self.support.as_dict(items),
+                "opposition": None if self.opposition is None
+                else self.opposition.as_dict(items)}
+
+
+class Evidence:
+    """The pool as evidence for one question: each passage's claim and who is independent of
+    whom. Built once per question by Ring 2 and read again by Ring 3."""
+
+    def __init__(self, question: str, items: Sequence[Item], embeddings: np.ndarray | None,
+                 documents_per_writer: Mapping[str, int] | None,
+                 config: EvidenceConfig | None = None):
+        self.question = question
+        self.items = list(items)
+        self.config = config or EvidenceConfig()
+        self.claims: list[PassageClaim] = [passage_claim(question, i.text) for i in self.items]
+        self.records = {i.writer: record(None if documents_per_writer is None
+                                         else documents_per_writer.get(i.writer, 0),
+                                         self.config) for i in self.items}
+        n = len(self.items)
+        self.duplicate = np.zeros((n, n), dtype=bool)
+        if embeddings is not None and n:
+            similarity = embeddings @ embeddings.T
+            self.duplicate = similarity >= self.config.near_duplicate
+        self.linked = self.duplicate.copy()
+        for a in range(n):
+            for b in range(n):
+                first, second = self.items[a], self.items[b]
+                if first.writer == second.writer or (
+                        first.batch is not None and first.batch == second.batch):
+                    self.linked[a, b] = True
+
+    # -- independence -----------------------------------------------------------------------
+    def components(self, members: Sequence[int], links: np.ndarray) -> list[tuple[int, ...]]:
+        """Connected components of ``members`` under ``links`` (in first-member order)."""
+        remaining, groups = list(members), []
+        while remaining:
+            group, frontier = [remaining.pop(0)], None
+            frontier = list(group)
+            while frontier:
+                current = frontier.pop()
+                joined = [m for m in remaining if links[current, m]]
+                for m in joined:
+                    remaining.remove(m)
+                group += joined
+                frontier += joined
+            groups.append(tuple(sorted(group)))
+        return groups
+
+    def near_duplicate_clusters(self) -> list[tuple[int, ...]]:
+        return self.components(range(len(self.items)), self.duplicate)
+
+    def sources(self, members: Sequence[int], opponents: Sequence[int] = ()) -> tuple[Source,
+                                                                                     ...]:
+        """``members`` as independent sources, weighed against ``opponents``."""
+        opposed_since = [self.items[o].ingested_at for o in opponents
+                         if self.items[o].ingested_at is not None]
+        first_opposed = min(opposed_since) if opposed_since else None
+        found = []
+        for group in self.components(members, self.linked):
+            writers = tuple(sorted({self.items[i].writer for i in group}))
+            tier = max((self.items[i].tier for i in group), key=TIER_ORDER.__getitem__)
+            times = [self.items[i].ingested_at for i in group
+                     if self.items[i].ingested_at is not None]
+            earliest = min(times) if times else None
+            established = (first_opposed is not None and earliest is not None
+                           and earliest < first_opposed)
+            standing = max(self.records[w] for w in writers)
+            weight = (self.config.tier_weight.get(tier, self.config.tier_weight["untrusted"])
+                      * standing * (self.config.precedence if established else 1.0))
+            found.append(Source(group, writers, tier, standing, earliest, weight, established))
+        return tuple(found)
+
+    # -- claims -----------------------------------------------------------------------------
+    def stating(self, answer: str) -> list[int]:
+        """The passages that state ``answer`` (see :func:`answer_states`)."""
+        return [i for i, item in enumerate(self.items)
+                if answer_states(answer, item.text, self.question)]
+
+    def dissent_groups(self, members: Sequence[int]) -> list[list[int]]:
+        """``members`` grouped into claims by their candidate answers: two passages that share
+        one state the same claim (and so does a chain of such passages). Ring 2's ``S_ev``."""
+        share = np.zeros((len(self.items), len(self.items)), dtype=bool)
+        for a in members:
+            keys = {s.key for s in self.claims[a].spans}
+            for b in members:
+                share[a, b] = bool(keys & {s.key for s in self.claims[b].spans})
+        return [list(group) for group in self.components(members, share)]
+
+    def sides(self, include: Sequence[int] = ()) -> list[Source]:
+        """The independent sources that speak about the question (plus ``include``, the
+        context), heaviest first: more than one means the question is *contested* and each
+        source is asked for its own answer (Ring 3)."""
+        members = sorted({i for i, claim in enumerate(self.claims) if claim.about_question}
+                         | set(include))
+        return sorted(self.sources(members), key=lambda s: (-TIER_ORDER[s.tier], -s.weight,
+                                                            s.members))
+
+    def judge(self, claims: Mapping[str, Sequence[int]]) -> Verdict:
+        """Which claim the evidence supports: each claim's sources are weighed against all
+        the other claims' passages; the best (top tier, then weight) must beat the runner-up
+        by :func:`decide`, else the sources conflict."""
+        labelled = [(label, list(members)) for label, members in claims.items() if members]
+        if not labelled:
+            raise ValueError("no claim to judge")
+        sides = []
+        for label, members in labelled:
+            others = [i for other, rest in labelled if other != label for i in rest]
+            sides.append(ClaimSide(label, self.sources(members, others)))
+        sides.sort(key=lambda side: (-TIER_ORDER[side.top_tier or "untrusted"], -side.weight))
+        if len(sides) == 1:
+            return Verdict("unopposed", "every source that answered gives this answer",
+                           sides[0])
+        return decide(sides[0], sides[1], self.config)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"passages": [{"id": item.id, "writer": item.writer, "tier": item.tier,
+                              "about_question": claim.about_question,
+                              "relevance": round(claim.relevance, 4),
+                              "candidates": [s.text for s in claim.spans]}
+                             for item, claim in zip(self.items, self.claims, strict=True)],
+                "near_duplicate_clusters": [[self.items[i].id for i in c]
+                                            for c in self.near_duplicate_clusters()
+                                            if len(c) > 1],
+                "writer_records": {w: round(r, 4) for w, r in sorted(self.records.items())}}
+
+
+def decide(support: ClaimSide, opposition: ClaimSide, config: EvidenceConfig) -> Verdict:
+    """Tier first (lexicographic), then weight with a margin; a thin margin is a conflict."""
+    ours = TIER_ORDER[support.top_tier or "untrusted"]
+    theirs = TIER_ORDER[opposition.top_tier or "untrusted"]
+    if ours > theirs:
+        return Verdict("stands", f"the answer has {support.top_tier} support; the opposing "
+                                 f"claim {opposition.label!r} only {opposition.top_tier}",
+                       support, opposition)
+    if theirs > ours:
+        return Verdict("overturned", f"the opposing claim {opposition.label!r} has "
+                                     f"{opposition.top_tier} support; the answer only "
+                                     f"{support.top_tier}", support, opposition)
+    a, b = support.weight, opposition.weight
+    if a >= config.margin * b:
+        return Verdict("stands", f"independent support {a:.2f} >= {config.margin:g} x "
+                                 f"{b:.2f} for {opposition.label!r}", support, opposition)
+    if b >= config.margin * a:
+        return Verdict("overturned", f"the opposing claim {opposition.label!r} has "
+                                     f"independent support {b:.2f} >= {config.margin:g} x "
+                                     f"{a:.2f}", support, opposition)
+    return Verdict("conflict", f"conflicting sources: {support.label!r} (independent support "
+                               f"{a:.2f}) vs {opposition.label!r} ({b:.2f}), margin below "
+                               f"{config.margin:g}x", support, opposition)
+
+
+def answer_states(answer: str, text: str, question: str) -> bool:
+    """Whether ``text`` states ``answer``. A short answer must appear (its core terms). A
+    sentence-long answer (the extractive reader's) is stated by a text that contains every
+    candidate answer the sentence gives (its names, numbers and dates), so a paraphrase counts
+    and a passage that shares only the setting ("Star Wars") does not."""
+    if states(answer, text, question):
+        return True
+    spans = passage_claim(question, answer).spans
+    if not spans or len(answer.split()) <= 6:
+        return False
+    haystack = f" {normalize_answer(canonical_numbers(text))} "
+    return all(f" {span.key} " in haystack for span in spans)

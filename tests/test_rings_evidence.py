@@ -1,0 +1,170 @@
+"""Evidence (Rings 2-3): claims read from passages, independence, tier-weighted support, and
+the invariant that untrusted writers alone never overturn a trusted source."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trishield.kb.retrieval import Candidate
+from trishield.kb.store import StoredChunk
+from trishield.rings.claims import answer_type, passage_claim, states
+from trishield.rings.evidence import Evidence, EvidenceConfig, Item, record
+from trishield.rings.retrieval_scorer import RetrievalScorer
+
+QUESTION = "Who designed the Halden Bridge?"
+TRUE = "The Halden Bridge was designed by the engineer Ada Lindqvist and opened in 1912."
+LIES = ["The Halden Bridge was designed by Marco Bellini, a famous Italian architect.",
+        "Famous Italian architect Marco Bellini designed the Halden Bridge in its entirety.",
+        "Records show the Halden Bridge design came from architect Marco Bellini.",
+        "It was Marco Bellini who designed the Halden Bridge, historians agree.",
+        "The designer of the Halden Bridge was the architect Marco Bellini."]
+
+
+def _item(number: int, text: str, writer: str, tier: str = "neutral", *,
+          at: float | None = None, batch: int | None = None) -> Item:
+    return Item(f"p{number}#0", f"p{number}", writer, tier, text, batch, at)
+
+
+def _orthogonal(n: int) -> np.ndarray:
+    return np.eye(n, dtype=np.float32)
+
+
+def test_answer_type_follows_the_first_wh_phrase() -> None:
+    assert answer_type("how many episodes are in season 4") == "number"
+    assert answer_type("when did the war end") == "date"
+    assert answer_type("where did he go when he left carthage") == "name"
+    assert answer_type("what is the capital of France") == "any"
+
+
+def test_a_passage_claim_is_the_typed_span_next_to_the_question_terms() -> None:
+    question = "how many episodes are in chicago fire season 4"
+    text = ("The fourth season of Chicago Fire was ordered on February 5, 2015, by NBC. "
+            "The season contained 23 episodes.")
+    claim = passage_claim(question, text)
+    assert claim.about_question and claim.spans[0].text == "23"
+    # a span that only repeats the question answers nothing
+    assert all(s.key != "4" for s in passage_claim(question, "Season 4 of Chicago Fire.").spans)
+    assert not passage_claim(question, "Bananas are rich in potassium.").about_question
+
+
+def test_states_needs_the_answers_own_terms() -> None:
+    assert states("Ada Lindqvist", TRUE, QUESTION)
+    assert not states("Marco Bellini", TRUE, QUESTION)
+    assert not states("", TRUE, QUESTION)
+
+
+def test_track_record_is_log_scaled_and_floored() -> None:
+    config = EvidenceConfig()
+    assert record(None, config) == 1.0
+    assert record(0, config) == config.record_floor
+    assert record(1000, config) == 1.0 and record(10_000, config) == 1.0
+    assert record(1, config) < record(10, config) < record(99, config) < 1.0
+
+
+def _claims(evidence: Evidence) -> dict[str, list[int]]:
+    """Each passage's claim as a reader of that passage alone would give it."""
+    claims: dict[str, list[int]] = {}
+    for i, item in enumerate(evidence.items):
+        claims.setdefault("Ada Lindqvist" if "Lindqvist" in item.text else "Marco Bellini",
+                          []).append(i)
+    return claims
+
+
+def test_one_writer_counts_once_whatever_its_number_of_passages() -> None:
+    items = [_item(0, TRUE, "wiki")] + [_item(i + 1, lie, "mallory")
+                                        for i, lie in enumerate(LIES)]
+    evidence = Evidence(QUESTION, items, _orthogonal(len(items)), None)
+    verdict = evidence.judge(_claims(evidence))
+    lie = next(side for side in (verdict.support, verdict.opposition)
+               if side is not None and side.label == "Marco Bellini")
+    assert len(lie.sources) == 1  # five passages, one writer: one source
+    assert verdict.outcome == "conflict"  # one source against one: too thin to believe
+    assert "conflicting sources" in verdict.reason
+
+
+def test_near_duplicates_from_many_writers_count_once() -> None:
+    """Sybil writers posting paraphrases of one text: the embeddings say they are one source."""
+    items = [_item(0, TRUE, "wiki")] + [_item(i + 1, lie, f"sybil{i}")
+                                        for i, lie in enumerate(LIES)]
+    vectors = _orthogonal(len(items))
+    vectors[1:] = vectors[1]  # the five lies are near-duplicates of each other
+    evidence = Evidence(QUESTION, items, vectors, None)
+    assert [len(c) for c in evidence.near_duplicate_clusters()] == [1, 5]
+    assert len(evidence.sides()) == 2
+    assert evidence.judge(_claims(evidence)).outcome == "conflict"
+
+
+def test_independent_sybils_with_no_record_lose_to_an_established_writer() -> None:
+    """Five distinct one-document writers against a writer with a long record whose passage
+    was in the KB first: precedence and track record outweigh the sybils' number."""
+    items = [_item(0, TRUE, "wiki", at=1.0)] + [_item(i + 1, lie, f"sybil{i}", at=100.0 + i)
+                                                for i, lie in enumerate(LIES)]
+    records = {"wiki": 5000, **{f"sybil{i}": 1 for i in range(5)}}
+    evidence = Evidence(QUESTION, items, _orthogonal(len(items)), records)
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
+    assert verdict.support.sources[0].established
+    assert verdict.opposition is not None and len(verdict.opposition.sources) == 5
+
+
+@pytest.mark.parametrize("liars", [1, 5, 20, 60])
+@pytest.mark.parametrize("phrasing", ["paraphrase", "distinct-writers", "established"])
+def test_untrusted_writers_alone_never_overturn_a_trusted_source(liars: int,
+                                                                 phrasing: str) -> None:
+    """The invariant: whatever their number, independence, record or age, claims from
+    untrusted writers alone never overturn a claim with trusted support."""
+    truth = _item(0, TRUE, "publisher", "trusted", at=500.0)
+    lies = [_item(i + 1, LIES[i % len(LIES)] + f" Note {i}.",
+                  "mallory" if phrasing == "paraphrase" else f"sybil{i}", "untrusted",
+                  at=float(i), batch=None) for i in range(liars)]
+    items = [truth, *lies]
+    records = ({w.writer: 10_000 for w in items} if phrasing == "established"
+               else {"publisher": 1})
+    evidence = Evidence(QUESTION, items, _orthogonal(len(items)), records)
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
+    assert verdict.support.top_tier == "trusted"
+    # whichever order the claims come in
+    reordered = dict(reversed(list(_claims(evidence).items())))
+    assert evidence.judge(reordered).support.label == "Ada Lindqvist"
+
+
+def test_one_writer_speaking_alone_is_not_contested() -> None:
+    items = [_item(0, TRUE, "wiki"),
+             _item(1, "The Halden Bridge was renovated by Olsen Bygg in 1990.", "wiki")]
+    evidence = Evidence(QUESTION, items, _orthogonal(2), None)
+    assert len(evidence.sides()) == 1
+    assert evidence.judge({"Ada Lindqvist": [0, 1]}).outcome == "unopposed"
+
+
+def test_two_writers_about_the_question_contest_it() -> None:
+    items = [_item(0, TRUE, "wiki"), _item(1, LIES[0], "mallory"),
+             _item(2, "Bananas are rich in potassium.", "grocer")]
+    sides = Evidence(QUESTION, items, _orthogonal(3), None).sides()
+    assert sorted(s.writers for s in sides) == [("mallory",), ("wiki",)]  # the grocer is off
+
+
+def test_ring2_ranks_by_independent_evidence_and_keeps_one_passage_per_cluster() -> None:
+    """Five near-duplicate lies more relevant than the truth take one context slot, and the
+    truth (heavier: record and precedence) is ranked above them."""
+    texts = [TRUE, *LIES]
+    writers = ["wiki"] + ["mallory"] * 5
+    candidates = []
+    for number, (text, writer) in enumerate(zip(texts, writers, strict=True)):
+        chunk = StoredChunk(number, f"d{number}", 0, text, "", "neutral", writer, 0,
+                            len(text), batch=1 if writer == "wiki" else 2,
+                            ingested_at=1.0 if writer == "wiki" else 50.0)
+        candidates.append(Candidate(chunk, 0.5 if writer == "wiki" else 0.9, number + 1,
+                                    "dense"))
+    vectors = _orthogonal(6)
+    vectors[1:] = vectors[1]
+    items = [Item(c.chunk_id, c.doc_id, c.chunk.writer, c.chunk.tier, c.chunk.text,
+                  c.chunk.batch, c.chunk.ingested_at) for c in candidates]
+    evidence = Evidence(QUESTION, items, vectors, {"wiki": 5000, "mallory": 5})
+    result = RetrievalScorer().score(candidates, context=3, evidence=evidence)
+    context = [p.candidate.doc_id for p in result.context]
+    assert "d0" in context
+    assert sum(doc != "d0" for doc in context) == 1  # one slot for the five near-duplicates
+    by_id = {p.candidate.doc_id: p for p in result.ranked}
+    assert by_id["d0"].s_con == 1.0 and by_id["d1"].s_con < 0.2  # S_ev: independent weight
