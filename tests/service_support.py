@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from trishield.kb import content_hash
 from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
 from trishield.provenance.keys import KeyStore
+from trishield.provenance.signing import SignedRecord, sign_record
 
 REFUND_QUESTION = "How many days do customers have to return an item?"
 
@@ -36,6 +39,14 @@ class Keys:
                     writer=store.create_key("wes", "writer", "neutral")[1],
                     reader=store.create_key("rita", "reader", "neutral")[1],
                     untrusted_writer=store.create_key("mallory", "writer", "untrusted")[1])
+
+
+def signed(private: Ed25519PrivateKey, publisher: str, doc_id: str, text: str, *,
+           version: int = 1, issued_at: int = 1_780_000_000) -> dict[str, object]:
+    """The ``provenance`` of a document whose record ``publisher`` signed (as `keys sign`)."""
+    record = SignedRecord(doc_id, content_hash(text), version, issued_at)
+    return {"publisher": publisher, "signature": sign_record(private, record),
+            "version": version, "issued_at": issued_at}
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -135,3 +135,58 @@ def test_concurrent_opens_migrate_once(tmp_path: Path) -> None:
     finally:
         for store in stores:
             store.close()
+
+
+def test_0005_binds_old_documents_to_their_keys_and_frees_released_ids(tmp_path: Path) -> None:
+    directory = _original_kb(tmp_path / "old-kb")
+    with sqlite3.connect(directory / "kb.sqlite") as connection:
+        connection.execute("INSERT INTO batches VALUES (2, 0, 'wes', 'neutral', "
+                           "'api key 0123456789ab', 1, 0, 0)")
+        connection.execute("INSERT INTO documents VALUES (2, 'api-doc', 'h2', '', '', 'api', "
+                           "'Written through the API.', 'neutral', 'wes', 0, 2)")
+        # a document quarantined by key feedfacecafe's batch, then released by ada
+        connection.executescript("""
+            CREATE TABLE quarantine (
+                pk INTEGER PRIMARY KEY, doc_id TEXT NOT NULL UNIQUE,
+                content_hash TEXT NOT NULL UNIQUE, title TEXT NOT NULL, source TEXT NOT NULL,
+                origin TEXT NOT NULL, text TEXT NOT NULL, tier TEXT NOT NULL,
+                writer TEXT NOT NULL, verdict TEXT NOT NULL, quarantined_at REAL NOT NULL,
+                batch_id INTEGER NOT NULL REFERENCES batches(id), released_at REAL,
+                released_by TEXT);
+            INSERT INTO batches VALUES (3, 0, 'mallory', 'untrusted', 'api key feedfacecafe',
+                                        0, 0, 0);
+            INSERT INTO batches VALUES (4, 0, 'mallory', 'untrusted',
+                                        'released from quarantine by ada', 1, 0, 0);
+            INSERT INTO quarantine VALUES (1, 'freed', 'h5', '', '', '', 'z', 'untrusted',
+                                           'mallory', '{}', 0, 3, 1, 'ada');
+            INSERT INTO documents VALUES (3, 'freed', 'h5', '', '', '', 'z', 'untrusted',
+                                          'mallory', 0, 4);
+        """)
+    Store(directory / "kb.sqlite").close()  # migrate
+    with sqlite3.connect(directory / "kb.sqlite") as connection:
+        connection.execute("INSERT INTO quarantine (doc_id, content_hash, title, source, origin, "
+                           "text, tier, writer, verdict, quarantined_at, batch_id, released_at, "
+                           "released_by, state) VALUES ('held', 'h3', '', '', '', 'x', "
+                           "'untrusted', 'mallory', '{}', 0, 2, 1, 'ada', 'released')")
+    with KnowledgeBase.open(directory) as kb:
+        assert kb.store.document("api-doc")["writer_key"] == "0123456789ab"
+        assert kb.store.document("old")["writer_key"] == ""
+        assert kb.store.document("freed")["writer_key"] == "feedfacecafe"
+        assert kb.store.quarantined(include_released=True)[0]["writer_key"] == "feedfacecafe"
+        assert kb.store.quarantined(include_released=True)[0]["state"] == "released"
+        unique = [row for row in kb.store.connection.execute("PRAGMA index_list(documents)")
+                  if row[2]]
+        assert len(unique) == 1  # doc_id only: the same text may be stored once per writer
+        # a released row no longer reserves its id or its text
+        kb.store.connection.execute(
+            "INSERT INTO quarantine (doc_id, content_hash, title, source, origin, text, tier, "
+            "writer, verdict, quarantined_at, batch_id) VALUES ('held', 'h3', '', '', '', 'x', "
+            "'untrusted', 'mallory', '{}', 0, 2)")
+        assert kb.store.counts()["quarantined"] == 1
+        with pytest.raises(sqlite3.IntegrityError):  # but one id is held once at a time
+            kb.store.connection.execute(
+                "INSERT INTO quarantine (doc_id, content_hash, title, source, origin, text, "
+                "tier, writer, verdict, quarantined_at, batch_id) VALUES ('held', 'h4', '', "
+                "'', '', 'y', 'untrusted', 'mallory', '{}', 0, 2)")
+        assert kb.store.connection.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert kb.store.connection.execute("PRAGMA foreign_key_check").fetchall() == []

@@ -21,18 +21,40 @@ def _snapshot(directory: Path) -> dict[str, int]:
 def test_reingesting_the_same_corpus_is_a_no_op(demo_kb_dir: Path) -> None:
     before = _snapshot(demo_kb_dir)
     with KnowledgeBase.open(demo_kb_dir) as kb:
-        report = kb.ingest(load_path(corpus_dir()).documents, tier="trusted", writer="again")
+        report = kb.ingest(load_path(corpus_dir()).documents, tier="trusted",
+                           writer="northwind-policy-team")
+        audited = kb.store.audit_log(limit=before["documents"])
     assert report.added == [] and report.chunks_added == 0 and report.batch_id is None
     assert len(report.duplicates) == before["documents"]
-    assert _snapshot(demo_kb_dir) == before  # no document, chunk, batch, audit or generation
+    # no document, chunk, batch or generation; each duplicate is audited
+    assert _snapshot(demo_kb_dir) == before | {"audit": before["audit"] + before["documents"]}
+    assert {entry["action"] for entry in audited} == {"duplicate"}
 
 
-def test_same_text_under_a_new_id_is_a_duplicate_of_the_stored_one(demo_kb_dir: Path) -> None:
+def test_same_text_under_a_new_id_is_a_duplicate_of_the_writers_own(demo_kb_dir: Path) -> None:
     text = (corpus_dir() / "refund-policy.md").read_text()
     with KnowledgeBase.open(demo_kb_dir) as kb:
-        report = kb.ingest([Document(id="copy-of-refunds", text="  " + text + "\n")])
+        report = kb.ingest([Document(id="copy-of-refunds", text="  " + text + "\n")],
+                           tier="trusted", writer="northwind-policy-team")
     assert report.added == []
-    assert report.duplicates == [{"id": "copy-of-refunds", "same_text_as": "refund-policy"}]
+    assert report.duplicates == [{"id": "copy-of-refunds", "same_text_as": "refund-policy",
+                                  "state": "stored"}]
+
+
+def test_another_writers_copy_of_a_text_is_its_own_document(demo_kb_dir: Path) -> None:
+    """Dedupe is per writer: a copy by someone else is stored under its own id and owner."""
+    text = (corpus_dir() / "refund-policy.md").read_text()
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        report = kb.ingest([Document(id="copy-of-refunds", text=text)], tier="untrusted",
+                           writer="mallory", guard=None)
+        assert report.added == ["copy-of-refunds"] and report.duplicates == []
+        copy, original = kb.store.document("copy-of-refunds"), kb.store.document("refund-policy")
+        assert copy["writer"] == "mallory" and copy["tier"] == "untrusted"
+        assert original["writer"] == "northwind-policy-team" and original["tier"] == "trusted"
+        with pytest.raises(InputError, match="already used by another writer"):
+            kb.ingest([Document(id="refund-policy", text=text)], writer="mallory")
+        refused = kb.store.audit_log(limit=1)[0]
+        assert (refused["action"], refused["doc_id"]) == ("refused", "refund-policy")
 
 
 def test_known_id_with_different_text_refuses_the_whole_batch(demo_kb_dir: Path) -> None:
@@ -40,9 +62,10 @@ def test_known_id_with_different_text_refuses_the_whole_batch(demo_kb_dir: Path)
     batch = [Document(id="brand-new", text="A new policy on bicycles."),
              Document(id="refund-policy", text="Refunds within 90 days.", origin="x.jsonl:2")]
     with KnowledgeBase.open(demo_kb_dir) as kb, pytest.raises(InputError) as raised:
-        kb.ingest(batch)
+        kb.ingest(batch, tier="trusted", writer="northwind-policy-team")
     assert "refund-policy" in str(raised.value) and "x.jsonl:2" in str(raised.value)
-    assert _snapshot(demo_kb_dir) == before
+    assert "different text" in str(raised.value)
+    assert _snapshot(demo_kb_dir) == before | {"audit": before["audit"] + 1}  # the refusal
 
 
 def test_new_documents_are_added_with_provenance_and_audited(demo_kb_dir: Path) -> None:

@@ -128,8 +128,12 @@ def test_keys_cli_round_trip(tmp_path: Path) -> None:
     document = json.loads(signed.stdout)["documents"][0]
     writer = KeyStore(kb).authenticate(key["token"])
     verdict = decide_provenance(KeyStore(kb), writer, content_hash(TEXT),
-                                ProvenanceClaim(**document["provenance"]))
+                                ProvenanceClaim(**document["provenance"]), doc_id="acme/notice")
     assert verdict.verified and verdict.tier == "trusted"
+    assert document["provenance"]["version"] == 1
+    moved = decide_provenance(KeyStore(kb), writer, content_hash(TEXT),
+                              ProvenanceClaim(**document["provenance"]), doc_id="acme/other")
+    assert not moved.verified and "does not verify" in moved.note
 
     revoked = _cli("keys", "revoke", key["key_id"], "--kb", str(kb))
     assert revoked.returncode == 0

@@ -42,8 +42,12 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
     with KnowledgeBase.open(demo_kb_dir) as kb:
         kb.ingest([POISON], tier="untrusted", writer="mallory", guard=IngestGuard())
         again = kb.ingest([POISON], tier="untrusted", writer="mallory", guard=IngestGuard())
-        assert again.added == [] and again.duplicates[0]["same_text_as"] == "poison-refund"
-        with pytest.raises(InputError, match="already in the knowledge base"):
+        assert again.added == [] and again.duplicates[0] == {
+            "id": "poison-refund", "same_text_as": "poison-refund", "state": "quarantined"}
+        with pytest.raises(InputError, match=r"held in quarantine .* with different text"):
+            kb.ingest([Document(id="poison-refund", text="other text")], tier="untrusted",
+                      writer="mallory", guard=IngestGuard())
+        with pytest.raises(InputError, match="already used by another writer"):
             kb.ingest([Document(id="poison-refund", text="other text")], guard=IngestGuard())
         kb.release("poison-refund", by="admin-alice")
         assert kb.store.quarantined() == []
@@ -53,7 +57,7 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
         hits = kb.search("return an item for a refund within 90 days", backend="bm25", k=20)
         assert "poison-refund" in {c.doc_id for c in hits}
         # a second release names who released it (the service maps this to 409 Conflict)
-        with pytest.raises(ConflictError, match=r"already released .* by admin-alice"):
+        with pytest.raises(ConflictError, match=r"already released by admin-alice"):
             kb.release("poison-refund", by="admin-alice")
         with pytest.raises(NotFoundError, match="no document 'never-held'"):
             kb.release("never-held", by="admin-alice")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from service_support import REFUND_QUESTION, Keys, bearer, copy_kb
+from service_support import REFUND_QUESTION, Keys, bearer, copy_kb, signed
 from trishield.demo import attacks
-from trishield.kb import KnowledgeBase, content_hash
+from trishield.kb import KnowledgeBase
 from trishield.provenance.keys import KeyStore
-from trishield.provenance.signing import generate_private_key, load_private_key, sign
+from trishield.provenance.signing import generate_private_key, load_private_key
 from trishield.service.app import create_app
 from trishield.service.runtime import ServiceConfig
 
@@ -90,12 +90,10 @@ def test_tiers_come_from_the_key_or_a_valid_signature(served, tmp_path: Path) ->
     KeyStore(kb_dir).add_publisher("northwind-legal", public)
     signed_text = "Northwind legal notice: store credit is issued within 5 business days."
     forged_text = "Northwind legal notice: store credit is issued within 500 business days."
-    signature = sign(private, content_hash(signed_text))
+    provenance = signed(private, "northwind-legal", "legal/signed", signed_text)
     body = {"documents": [
-        {"id": "legal/signed", "text": signed_text,
-         "provenance": {"publisher": "northwind-legal", "signature": signature}},
-        {"id": "legal/forged", "text": forged_text,
-         "provenance": {"publisher": "northwind-legal", "signature": signature}},
+        {"id": "legal/signed", "text": signed_text, "provenance": provenance},
+        {"id": "legal/forged", "text": forged_text, "provenance": provenance},
         {"id": "legal/claimed", "text": "Store credit never expires, says the legal team.",
          "provenance": {"tier": "trusted"}},
         {"id": "legal/plain", "text": "Store credit can be used online and in stores."}]}
@@ -136,8 +134,11 @@ def test_quarantine_release_is_admin_only_and_audited(served) -> None:
     listing = client.get("/v1/quarantine", headers=bearer(keys.admin)).json()["documents"]
     row = next(d for d in listing if d["id"] == held[0])
     assert row["writer"] == "mallory" and row["verdict"]["reasons"]
+    # the quarantine is shown to its writer (and admins), not to other callers
     hidden = client.get(f"/v1/documents/{held[0]}", headers=bearer(keys.reader))
-    assert hidden.status_code == 404 and "quarantine" in hidden.json()["error"]
+    assert hidden.status_code == 404 and hidden.json()["error"] == f"no document {held[0]!r}"
+    own = client.get(f"/v1/documents/{held[0]}", headers=bearer(keys.untrusted_writer))
+    assert own.status_code == 404 and "quarantine" in own.json()["error"]
 
     assert client.post(f"/v1/quarantine/{held[0]}/release",
                        headers=bearer(keys.writer)).status_code == 403

@@ -93,6 +93,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
 
     if (path is None) == (dataset is None):
         raise click.UsageError("give exactly one of PATH or --dataset")
+    _refuse_key_names(kb_dir, writer)
     chunking = None
     if chunk_words is not None or chunk_overlap is not None:
         chunking = ChunkingConfig(chunk_words or 120,
@@ -124,6 +125,18 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
         errors.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
                   f"(generation {stats['generation']}, {stats['embedding_model']}).")
+
+
+def _refuse_key_names(kb_dir: Path, writer: str) -> None:
+    """A local write must not pass for an API key's writer (names are identities)."""
+    from trishield.errors import InputError
+    from trishield.provenance.keys import KEYS_DATABASE, KeyStore
+
+    if not (kb_dir / KEYS_DATABASE).is_file():
+        return
+    if writer.lower() in {key.name.lower() for key in KeyStore(kb_dir).api_keys()}:
+        raise InputError(f"--writer {writer!r} is the name of an API key of this KB; local "
+                         "writes must not pass for it, choose another writer name")
 
 
 @cli.command()
@@ -344,7 +357,8 @@ def quarantine() -> None:
 
 @quarantine.command("list")
 @kb_option
-@click.option("--all", "include_released", is_flag=True, help="Include released documents.")
+@click.option("--all", "include_released", is_flag=True,
+              help="Include released, discarded and withdrawn documents.")
 @json_option
 def quarantine_list(kb_dir: Path, include_released: bool, json_output: bool) -> None:
     """List quarantined documents with their Ring 1 score and reasons."""
@@ -356,12 +370,13 @@ def quarantine_list(kb_dir: Path, include_released: bool, json_output: bool) -> 
         _print_json([{k: v for k, v in row.items() if k != "text"} for row in rows])
         return
     table = Table(title=f"quarantine of {kb_dir}", title_justify="left")
-    for column in ("document", "writer", "tier", "C", "reasons", "released"):
+    for column in ("document", "writer", "tier", "C", "reasons", "state"):
         table.add_column(column, overflow="fold")
     for row in rows:
+        state = row["state"] if row["state"] == "held" else f"{row['state']} by {row['closed_by']}"
         table.add_row(escape(row["id"]), escape(row["writer"]), row["tier"],
                       f"{row['verdict']['c']:.3f}", escape("; ".join(row["verdict"]["reasons"])),
-                      escape(row["released_by"] or "-"))
+                      escape(state))
     if not rows:
         table.add_row("(empty)", "", "", "", "", "")
     console.print(table)
@@ -394,6 +409,22 @@ def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
         report = kb.release(doc_id, by=released_by)
     console.print(f"released {escape(doc_id)} into {kb_dir} ({report.chunks_added} chunk(s)); "
                   f"audited as {escape(released_by)}")
+
+
+@quarantine.command("discard")
+@click.argument("doc_id")
+@kb_option
+@click.option("--by", "discarded_by", required=True, help="Who takes the decision (audited).")
+@click.option("--reason", default="", help="Why (audited).")
+def quarantine_discard(doc_id: str, kb_dir: Path, discarded_by: str, reason: str) -> None:
+    """Discard a quarantined document: it is not stored, and its id is free again (audited;
+    the quarantine keeps it in its history)."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        kb.discard(doc_id, by=discarded_by, reason=reason)
+    console.print(f"discarded {escape(doc_id)} from the quarantine of {kb_dir}; audited as "
+                  f"{escape(discarded_by)}")
 
 
 @cli.command()
@@ -470,7 +501,16 @@ def _key_store(kb_dir: Path):
 @json_option
 def keys_create(name: str, kb_dir: Path, role: str, tier: str, json_output: bool) -> None:
     """Create an API key for writer NAME; the key is printed once and stored hashed."""
-    key, token = _key_store(kb_dir).create_key(name, role, tier)
+    from trishield.errors import ConflictError
+    from trishield.kb import KnowledgeBase
+
+    store = _key_store(kb_dir)
+    with KnowledgeBase.open(kb_dir) as kb:
+        if name.lower() in kb.store.local_writers():
+            raise ConflictError(f"writer name {name!r} is used by local (CLI) writes in "
+                                f"{kb_dir}; a key named so would pass for that writer, pick "
+                                "another name")
+    key, token = store.create_key(name, role, tier)
     if json_output:
         _print_json(key.as_dict() | {"token": token})
         return
@@ -567,6 +607,27 @@ def keys_publisher_revoke(name: str, kb_dir: Path) -> None:
     console.print(f"revoked publisher {escape(name)}")
 
 
+@keys.command("withdraw")
+@click.argument("publisher")
+@click.argument("doc_id")
+@kb_option
+@click.option("--version", "version", type=click.IntRange(1, 2**31 - 1), required=True,
+              help="Withdraw every signed version of DOC_ID up to this one.")
+@click.option("--by", "withdrawn_by", required=True, help="Who takes the decision (recorded).")
+def keys_withdraw(publisher: str, doc_id: str, kb_dir: Path, version: int,
+                  withdrawn_by: str) -> None:
+    """Withdraw PUBLISHER's signatures of DOC_ID up to --version: they no longer make it
+    trusted (under any writer), while the publisher's other documents stay trusted."""
+    store = _key_store(kb_dir)
+    if store.publisher(publisher) is None:
+        from trishield.errors import NotFoundError
+
+        raise NotFoundError(f"no publisher named {publisher!r}")
+    upto = store.withdraw_signature(publisher, doc_id, version, by=withdrawn_by)
+    console.print(f"withdrew {escape(publisher)}'s signatures of {escape(doc_id)} up to "
+                  f"version {upto}")
+
+
 @keys.command("sign")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--publisher", required=True, help="The registered publisher name.")
@@ -574,23 +635,36 @@ def keys_publisher_revoke(name: str, kb_dir: Path) -> None:
               type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the signed request body here (default: stdout).")
-def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | None) -> None:
+@click.option("--version", "version", type=click.IntRange(1, 2**31 - 1), default=1,
+              show_default=True, help="Version of these documents (sign a higher one after a "
+                                      "withdrawal).")
+def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | None,
+              version: int) -> None:
     """Sign the documents in PATH (JSONL, .txt/.md or a folder) as PUBLISHER.
 
     Prints a POST /v1/documents body in which each document carries
-    {"provenance": {"publisher", "signature"}} over its content sha256.
+    {"provenance": {"publisher", "signature", "version", "issued_at"}}: the signature covers
+    the document's id, content sha256, version and issue time (now).
     """
+    import time
+
     from trishield.kb import load_path
     from trishield.provenance.keys import check_name
-    from trishield.provenance.signing import load_private_key, sign
+    from trishield.provenance.signing import SignedRecord, load_private_key, sign_record
 
     check_name(publisher, "publisher name")
     private = load_private_key(private_path)
     batch = load_path(path)
+    issued_at = int(time.time())
+
+    def provenance(document) -> dict[str, object]:
+        record = SignedRecord(document.id, document.content_hash, version, issued_at)
+        return {"publisher": publisher, "signature": sign_record(private, record),
+                "version": version, "issued_at": issued_at}
+
     body = {"documents": [
         {"id": d.id, "text": d.text, "title": d.title, "source": d.source,
-         "provenance": {"publisher": publisher, "signature": sign(private, d.content_hash)}}
-        for d in batch.documents]}
+         "provenance": provenance(d)} for d in batch.documents]}
     text = json.dumps(body, ensure_ascii=False, indent=1)
     if out_path is None:
         click.echo(text)

@@ -41,6 +41,11 @@ class ConflictError(InputError):
     used for another text); HTTP maps it to 409."""
 
 
+class ForbiddenError(InputError):
+    """The caller is known but may not do this to this thing (another writer's document);
+    HTTP maps it to 403."""
+
+
 class KnowledgeBaseError(TriShieldError):
     """The knowledge base cannot be used as asked (model mismatch, corrupt files, ...)."""
 

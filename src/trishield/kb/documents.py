@@ -43,7 +43,9 @@ class Document:
     service, from the API key that wrote the document or a verified publisher signature);
     loaders never set them, so text a writer typed in cannot raise its own tier. ``tier``
     ``None`` means "the batch's tier"; ``provenance`` is the human-readable verdict (how the
-    tier was decided) that the audit log and every trace carry.
+    tier was decided) that the audit log and every trace carry. ``signed`` is the publisher
+    record a verified signature covered (JSON: publisher, version, issued_at), so that the
+    signature can later be withdrawn for this document alone.
     """
 
     id: str
@@ -53,6 +55,7 @@ class Document:
     origin: str = ""
     tier: str | None = None
     provenance: str = ""
+    signed: str = ""
     content_hash: str = field(init=False)
 
     def __post_init__(self) -> None:

@@ -40,19 +40,29 @@ import numpy as np
 from trishield.errors import (
     BusyError,
     ConflictError,
+    ForbiddenError,
     InputError,
     KnowledgeBaseError,
     NotFoundError,
     ReadOnlyError,
     StorageFullError,
+    TriShieldError,
 )
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex, file_digests
 from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.kb.ownership import (
+    displacement_reason,
+    duplicate_audit_detail,
+    owns,
+    plan_batch,
+    public_duplicates,
+)
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
 from trishield.kb.store import SCHEMA_VERSION, Store
+from trishield.kb.unicode_checks import id_problem
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
 
 DATABASE = "kb.sqlite"
@@ -107,6 +117,7 @@ class IngestReport:
     embed_seconds: float
     quarantined: list[dict] = field(default_factory=list)
     screened: int = 0
+    displaced: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -123,6 +134,7 @@ class IngestReport:
             "documents_quarantined": len(self.quarantined),
             "quarantined": self.quarantined,
             "screened_by_ring1": self.screened,
+            "displaced": self.displaced,
             "warnings": self.warnings,
         }
 
@@ -313,9 +325,16 @@ class KnowledgeBase:
         source: str = "",
         progress: bool = False,
         guard: Screener | None = None,
+        writer_key: str = "",
     ) -> IngestReport:
-        """Add a batch atomically. Already-present texts are skipped (content-hash dedupe);
-        an id already used for a different text refuses the whole batch before any write.
+        """Add a batch atomically; ``writer_key`` is the API key that writes it ('' for a
+        local write), which owns what it stores.
+
+        Ownership and deduplication follow :mod:`trishield.kb.ownership`: duplicates are
+        per writer (another writer's copy of a text is this writer's own document), a
+        verified signed record takes its id over from a less trusted document (moved aside
+        in the same transaction), and an id this writer may not write refuses the whole
+        batch before any write. Duplicates, displacements and refusals are audited.
 
         With a ``guard`` (Ring 1, or any :class:`~trishield.kb.screening.Screener`), or else
         the KB's own ``screener``, documents it blocks go to the quarantine table with their
@@ -331,12 +350,33 @@ class KnowledgeBase:
                 self._check_tier(document.tier)
         if not writer or writer != writer.strip():
             raise InputError(f"writer name {writer!r} is empty or has surrounding whitespace")
+        for document in documents:
+            problem = id_problem(document.id)
+            if problem is not None:
+                raise InputError(f"document id {document.id!r} {problem}",
+                                 path=document.origin or None)
         guard = guard if guard is not None else self.screener
         with self._write_lock():
-            new, duplicates = self._split_new(documents)
+            try:
+                plan = plan_batch(documents, self.store.claims(
+                    [d.id for d in documents], [d.content_hash for d in documents]),
+                    tier=tier, writer=writer, writer_key=writer_key)
+            except TriShieldError as error:
+                self._audit_refused("ingest", writer, writer_key,
+                                    getattr(error, "doc_id", None), error)
+                raise
+            new, duplicates = plan.new, plan.duplicates
             if not new:
-                return IngestReport(None, [], duplicates, 0, self.store.generation(),
-                                    time.perf_counter() - started, 0.0)
+                if duplicates:
+                    with self.store.transaction() as connection:
+                        for duplicate in duplicates:
+                            self.store.audit(connection, action="duplicate", writer=writer,
+                                             doc_id=duplicate["id"],
+                                             content_hash=duplicate["content_hash"],
+                                             detail=duplicate_audit_detail(duplicate, writer_key))
+                return IngestReport(None, [], public_duplicates(duplicates), 0,
+                                    self.store.generation(), time.perf_counter() - started,
+                                    0.0)
             chunks = [chunk_document(document, self.settings.chunking) for document in new]
             texts = [chunk.text for per_document in chunks for chunk in per_document]
             embed_started = time.perf_counter()
@@ -352,19 +392,31 @@ class KnowledgeBase:
             held = [(new[i], v.as_dict()) for i, v in enumerate(verdicts) if v.blocked]
             _fault_point("before-commit")
             with self.store.transaction() as connection:
+                for claim, document in plan.displaced:
+                    reason = displacement_reason(claim, document, writer)
+                    if claim.state == "stored":
+                        self.store.delete_document(connection, claim.doc_id, by=writer,
+                                                   reason=reason)
+                    else:
+                        self.store.close_quarantined(connection, claim.doc_id,
+                                                     state="discarded", by=writer,
+                                                     reason=reason)
                 batch_id, _ = self.store.write_batch(
                     connection, documents=[new[i] for i in keep],
                     chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
-                    tier=tier, writer=writer, source=source, duplicates=len(duplicates),
-                    quarantined=held)
+                    tier=tier, writer=writer, source=source,
+                    duplicates=[d | {"writer_key": writer_key} for d in duplicates],
+                    quarantined=held, writer_key=writer_key)
                 _fault_point("inside-commit")
             _fault_point("after-commit")
             warnings = self._after_commit()
             generation = self.store.generation()
-        return IngestReport(batch_id, [new[i].id for i in keep], duplicates, len(kept_rows),
+        return IngestReport(batch_id, [new[i].id for i in keep], public_duplicates(duplicates),
+                            len(kept_rows),
                             generation, time.perf_counter() - started, embed_seconds,
                             quarantined=[v.as_dict() for v in verdicts if v.blocked],
-                            screened=len(verdicts), warnings=warnings)
+                            screened=len(verdicts), warnings=warnings,
+                            displaced=[claim.doc_id for claim, _ in plan.displaced])
 
     def _screen(self, guard: Screener, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
@@ -388,42 +440,93 @@ class KnowledgeBase:
         record = self.store.quarantined_document(doc_id)
         if record is None:
             raise NotFoundError(f"no document {doc_id!r} is held in quarantine")
-        if record["released_at"] is not None:
-            raise ConflictError(f"document {doc_id!r} was already released from quarantine "
-                                f"by {record['released_by']}")
+        if record["state"] != "held":
+            raise ConflictError(f"document {doc_id!r} is no longer held in quarantine: it was "
+                                f"already {record['state']} by {record['closed_by']}")
         document = Document(id=record["id"], text=record["text"], title=record["title"],
                             source=record["source"], origin=record["origin"],
-                            tier=record["tier"], provenance=record["provenance"])
+                            tier=record["tier"], provenance=record["provenance"],
+                            signed=record["signed"])
         with self._write_lock():
             chunks = chunk_document(document, self.settings.chunking)
             embeddings = self.embedder.encode([c.text for c in chunks], progress=progress)
             with self.store.transaction() as connection:
-                self.store.mark_released(connection, doc_id, by)
+                if not self.store.close_quarantined(connection, doc_id, state="released",
+                                                    by=by, reason=""):
+                    raise ConflictError(f"document {doc_id!r} left the quarantine while it "
+                                        "was being released (another writer decided first)")
                 batch_id, _ = self.store.write_batch(
                     connection, documents=[document], chunks=[chunks], embeddings=embeddings,
                     tier=record["tier"], writer=record["writer"],
-                    source=f"released from quarantine by {by}", duplicates=0)
+                    source=f"released from quarantine by {by}",
+                    writer_key=record["writer_key"])
             warnings = self._after_commit()
             generation = self.store.generation()
         return IngestReport(batch_id, [doc_id], [], len(chunks), generation, 0.0, 0.0,
                             warnings=warnings)
 
-    def delete(self, doc_id: str, *, by: str, reason: str = "") -> dict:
+    def delete(self, doc_id: str, *, by: str, reason: str = "",
+               owner: tuple[str, str] | None = None) -> dict:
         """Soft-delete a stored document (audited, kept in ``deleted_documents``).
 
-        Same atomicity as an ingest: the rows move and the generation advances in one
-        transaction, then the indexes for the new generation are written.
+        With ``owner`` (``(writer, writer_key)`` of a caller who is not an admin), only that
+        writer's own document: the API key that wrote it, or for a local write ('' key) the
+        writer name; anything else is a :class:`ForbiddenError`, audited. Same atomicity as
+        an ingest: the rows move and the generation advances in one transaction, then the
+        indexes for the new generation are written.
         """
         if not by or by != by.strip():
             raise InputError(f"deleter name {by!r} is empty or has surrounding whitespace")
         with self._write_lock():
+            record = self.store.document(doc_id)
+            if record is None:
+                raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base")
+            if owner is not None and not owns(record, *owner):
+                error = ForbiddenError(f"{owner[0]} may delete only its own documents; "
+                                       f"{doc_id!r} was written by {record['writer']}")
+                self._audit_refused("delete", owner[0], owner[1], doc_id, error)
+                raise error
             with self.store.transaction() as connection:
                 tombstone = self.store.delete_document(connection, doc_id, by=by,
                                                        reason=reason)
-            if tombstone is None:
+            if tombstone is None:  # deleted by another process since it was read
                 raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base")
             self._after_commit()
         return tombstone
+
+    def discard(self, doc_id: str, *, by: str, reason: str = "",
+                owner: tuple[str, str] | None = None) -> dict:
+        """End the quarantine hold on ``doc_id`` without storing it, freeing the id: an
+        admin *discards* it; with ``owner`` (``(writer, writer_key)``), its own writer
+        *withdraws* it. Audited; the row stays in the quarantine's history.
+
+        Another writer's held document is reported as not found (:class:`NotFoundError`),
+        not as forbidden: the quarantine is not shown to other writers."""
+        if not by or by != by.strip():
+            raise InputError(f"name {by!r} is empty or has surrounding whitespace")
+        state = "discarded" if owner is None else "withdrawn"
+        with self._write_lock():
+            record = self.store.quarantined_document(doc_id)
+            if record is None or record["state"] != "held" or (
+                    owner is not None and not owns(record, *owner)):
+                if record is not None and record["state"] == "held":
+                    self._audit_refused("withdraw", owner[0], owner[1], doc_id,
+                                        ForbiddenError("held for another writer"))
+                raise NotFoundError(f"no document {doc_id!r} is held in quarantine"
+                                    if owner is None else f"no document {doc_id!r}")
+            with self.store.transaction() as connection:
+                self.store.close_quarantined(connection, doc_id, state=state, by=by,
+                                             reason=reason)
+        return self.store.quarantined_document(doc_id)
+
+    def _audit_refused(self, action: str, writer: str, writer_key: str, doc_id: str | None,
+                       error: Exception) -> None:
+        """Audit a refused write (the refusal itself is the caller's to raise)."""
+        with self.store.transaction() as connection:
+            self.store.audit(connection, action="refused", writer=writer, doc_id=doc_id,
+                             content_hash=None,
+                             detail={"attempted": action, "error": str(error),
+                                     "writer_key": writer_key})
 
     @staticmethod
     def _check_tier(tier: str) -> str:
@@ -432,32 +535,6 @@ class KnowledgeBase:
         except ValueError:
             raise InputError(f"unknown tier {tier!r}; choose from "
                              f"{', '.join(t.value for t in Tier)}") from None
-
-    def _split_new(self, documents: Sequence[Document]) -> tuple[list[Document], list[dict]]:
-        by_id, by_hash = self.store.existing([d.id for d in documents],
-                                             [d.content_hash for d in documents])
-        new: list[Document] = []
-        duplicates: list[dict[str, str]] = []
-        batch_ids: dict[str, Document] = {}
-        batch_hashes: dict[str, str] = {}
-        for document in documents:
-            stored_hash = by_id.get(document.id)
-            if stored_hash is not None and stored_hash != document.content_hash:
-                raise ConflictError(f"document id {document.id!r} ({document.origin}) is "
-                                    "already in the knowledge base with different text; "
-                                    "refusing the batch")
-            earlier = batch_ids.get(document.id)
-            if earlier is not None and earlier.content_hash != document.content_hash:
-                raise InputError(f"duplicate document id {document.id!r} with different text "
-                                 f"(first at {earlier.origin}, again at {document.origin})")
-            twin = by_hash.get(document.content_hash) or batch_hashes.get(document.content_hash)
-            if twin is not None:
-                duplicates.append({"id": document.id, "same_text_as": twin})
-                continue
-            batch_ids[document.id] = document
-            batch_hashes[document.content_hash] = document.id
-            new.append(document)
-        return new, duplicates
 
     # -- indexes ----------------------------------------------------------------------------
     def _index_paths(self, generation: int) -> tuple[Path, Path]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trishield.errors import InputError
 from trishield.kb.documents import Document
+from trishield.kb.unicode_checks import has_visible_text, id_problem
 
 MAX_DOCUMENT_CHARS = 1_000_000
 """Longer documents are refused: they are almost always a mistake (a dump, a binary)."""
@@ -48,8 +49,14 @@ def validate_document(document: Document, *, path: str, line: int | None = None)
         raise fail(f"document id is {len(document.id)} characters long (max {MAX_ID_CHARS})")
     if _CONTROL.search(document.id):
         raise fail(f"document id {document.id!r} contains control characters")
+    problem = id_problem(document.id)
+    if problem is not None:
+        raise fail(f"document id {document.id!r} {problem}")
     if not document.text.strip():
         raise fail(f"document {document.id!r} has empty text")
+    if not has_visible_text(document.text):
+        raise fail(f"document {document.id!r} has no visible text (only whitespace and "
+                   "invisible characters such as zero-width spaces)")
     if len(document.text) > MAX_DOCUMENT_CHARS:
         raise fail(
             f"document {document.id!r} is {len(document.text):,} characters long "

@@ -41,15 +41,46 @@ def _add_column(table: str, column: str, definition: str) -> Step:
     return step
 
 
+def _rebuild(table: str, definition: str, copy: str) -> Step:
+    """Replace ``table`` by one made from ``definition`` (a ``CREATE TABLE {table}_new``),
+    filled by ``copy`` (an ``INSERT INTO {table}_new ... SELECT ... FROM {table}``): SQLite
+    cannot drop a constraint in place. Row ids are copied, so references stay valid."""
+    def step(connection: sqlite3.Connection) -> None:
+        connection.execute(f"DROP TABLE IF EXISTS {table}_new")
+        connection.execute(definition)
+        connection.execute(copy)
+        connection.execute(f"DROP TABLE {table}")
+        connection.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
+    return step
+
+
 @dataclass(frozen=True)
 class Migration:
     name: str
     steps: tuple[Step, ...]
+    rebuilds_tables: bool = False
+    """Whether a step replaces a table that others reference: the migration then runs with
+    foreign keys off and checks them before it commits (SQLite's documented procedure)."""
 
     def apply(self, connection: sqlite3.Connection) -> None:
         for step in self.steps:
             step(connection)
 
+
+def _key_of_batch(batch: str) -> str:
+    """SQL for the API key that wrote batch ``batch``: API writes name it in the batch's
+    source (``api key <id>``); '' for local writes."""
+    return ("(SELECT CASE WHEN b.source LIKE 'api key %' THEN substr(b.source, 9) ELSE '' "
+            f"END FROM batches b WHERE b.id = {batch})")
+
+
+# the key that wrote a stored document before ownership was recorded: its batch's, or for a
+# document released from quarantine, the key of the batch that quarantined it
+_DOCUMENT_OWNER = (f"COALESCE(NULLIF({_key_of_batch('documents.batch_id')}, ''), "
+                   f"(SELECT {_key_of_batch('q.batch_id')} FROM quarantine q "
+                   "WHERE q.doc_id = documents.doc_id AND q.released_at IS NOT NULL "
+                   "ORDER BY q.pk DESC LIMIT 1), '')")
+_QUARANTINE_OWNER = f"COALESCE({_key_of_batch('quarantine.batch_id')}, '')"
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", (
@@ -144,6 +175,70 @@ MIGRATIONS: tuple[Migration, ...] = (
             reason TEXT NOT NULL
         )"""),
     )),
+    Migration("0005_ownership_and_quarantine_lifecycle", (
+        # per-writer dedupe: the same text may be stored once per writer, so content_hash is
+        # no longer unique; writer_key binds a document to the API key that wrote it ('' for
+        # local writes) and signed keeps the verified publisher record (JSON, '' if none)
+        _rebuild("documents", """CREATE TABLE documents_new (
+            pk INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL UNIQUE,
+            content_hash TEXT NOT NULL,
+            title TEXT NOT NULL,
+            source TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tier TEXT NOT NULL CHECK (tier IN ('trusted', 'neutral', 'untrusted')),
+            writer TEXT NOT NULL,
+            ingested_at REAL NOT NULL,
+            batch_id INTEGER NOT NULL REFERENCES batches(id),
+            provenance TEXT NOT NULL DEFAULT '',
+            writer_key TEXT NOT NULL DEFAULT '',
+            signed TEXT NOT NULL DEFAULT ''
+        )""", "INSERT INTO documents_new (pk, doc_id, content_hash, title, source, origin, "
+              "text, tier, writer, ingested_at, batch_id, provenance, writer_key) "
+              "SELECT pk, doc_id, content_hash, title, source, origin, text, tier, writer, "
+              "ingested_at, batch_id, provenance, "
+              f"{_DOCUMENT_OWNER} FROM documents"),
+        _create("CREATE INDEX IF NOT EXISTS documents_by_hash ON documents(content_hash)"),
+        # the quarantine keeps its history: an id is reserved only while a row holds it, so
+        # released, discarded and withdrawn rows no longer block the id or the text
+        _rebuild("quarantine", """CREATE TABLE quarantine_new (
+            pk INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            title TEXT NOT NULL,
+            source TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            writer TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            quarantined_at REAL NOT NULL,
+            batch_id INTEGER NOT NULL REFERENCES batches(id),
+            released_at REAL,
+            released_by TEXT,
+            provenance TEXT NOT NULL DEFAULT '',
+            writer_key TEXT NOT NULL DEFAULT '',
+            signed TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL DEFAULT 'held'
+                CHECK (state IN ('held', 'released', 'discarded', 'withdrawn')),
+            closed_at REAL,
+            closed_by TEXT,
+            closed_reason TEXT NOT NULL DEFAULT ''
+        )""", "INSERT INTO quarantine_new (pk, doc_id, content_hash, title, source, origin, "
+              "text, tier, writer, verdict, quarantined_at, batch_id, released_at, "
+              "released_by, provenance, writer_key, state, closed_at, closed_by) "
+              "SELECT pk, doc_id, content_hash, title, source, origin, text, tier, writer, "
+              "verdict, quarantined_at, batch_id, released_at, released_by, provenance, "
+              f"{_QUARANTINE_OWNER}, "
+              "CASE WHEN released_at IS NULL THEN 'held' ELSE 'released' END, "
+              "released_at, released_by FROM quarantine"),
+        _create("CREATE UNIQUE INDEX IF NOT EXISTS quarantine_held_id ON quarantine(doc_id) "
+                "WHERE state = 'held'"),
+        _create("CREATE INDEX IF NOT EXISTS quarantine_by_hash ON quarantine(content_hash)"),
+        _add_column("deleted_documents", "writer_key", "TEXT NOT NULL DEFAULT ''"),
+        _add_column("deleted_documents", "signed", "TEXT NOT NULL DEFAULT ''"),
+    ), rebuilds_tables=True),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -183,8 +278,20 @@ def migrate(connection: sqlite3.Connection, where: str) -> list[str]:
     """
     recorded = applied(connection)
     _refuse_newer(recorded, where)
-    if all(migration.name in recorded for migration in MIGRATIONS):
+    pending = [migration for migration in MIGRATIONS if migration.name not in recorded]
+    if not pending:
         return []
+    keys_were_on = connection.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    if any(migration.rebuilds_tables for migration in pending):
+        connection.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction
+    try:
+        return _migrate(connection, where)
+    finally:
+        if keys_were_on:
+            connection.execute("PRAGMA foreign_keys=ON")
+
+
+def _migrate(connection: sqlite3.Connection, where: str) -> list[str]:
     connection.execute("BEGIN IMMEDIATE")
     try:
         connection.execute(_LEDGER)
@@ -201,6 +308,10 @@ def migrate(connection: sqlite3.Connection, where: str) -> list[str]:
         connection.execute(
             "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+        broken = connection.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise KnowledgeBaseError(f"{where}: migrating would break {len(broken)} "
+                                     f"reference(s) (first: {broken[0]}); nothing was changed")
     except BaseException:
         connection.execute("ROLLBACK")
         raise

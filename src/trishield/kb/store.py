@@ -19,10 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
-from trishield.errors import BusyError, KnowledgeBaseError, ReadOnlyError, StorageFullError
+from trishield.errors import (
+    BusyError,
+    ConflictError,
+    KnowledgeBaseError,
+    ReadOnlyError,
+    StorageFullError,
+)
 from trishield.kb.documents import Chunk, Document
 from trishield.kb.migrations import MIGRATIONS, applied, migrate
 from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
+from trishield.kb.ownership import Claim
 
 BUSY_TIMEOUT_S = 5.0
 """How long a statement waits for another process's SQLite lock before :class:`BusyError`:
@@ -96,7 +103,10 @@ class Store:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception (a failed ``COMMIT`` included)
         rolls the whole batch back, and SQLite's storage errors become TriShield's
-        (:func:`storage_errors`): a full disk here means nothing was written."""
+        (:func:`storage_errors`): a full disk here means nothing was written. A constraint
+        the checks before a write should have caught (a unique id) becomes a
+        :class:`ConflictError` that says nothing was written, never a raw ``IntegrityError``.
+        """
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is opened read-only; writes are refused")
         with storage_errors(f"writing {self.path}"):
@@ -104,6 +114,11 @@ class Store:
             try:
                 yield self.connection
                 self.connection.execute("COMMIT")
+            except sqlite3.IntegrityError as error:
+                if self.connection.in_transaction:
+                    self.connection.execute("ROLLBACK")
+                raise ConflictError(f"the write conflicts with what the knowledge base holds "
+                                    f"({error}); nothing was written") from error
             except BaseException:
                 if self.connection.in_transaction:
                     self.connection.execute("ROLLBACK")
@@ -127,7 +142,8 @@ class Store:
     # -- reads ------------------------------------------------------------------------------
     def existing(self, doc_ids: Iterable[str], hashes: Iterable[str]) -> tuple[dict, dict]:
         """Maps ``doc_id -> content_hash`` and ``content_hash -> doc_id`` for the given keys,
-        over stored documents and documents held in quarantine."""
+        over stored documents and documents held in quarantine, whoever wrote them (for
+        tools that ask "is this text in the KB at all"; ingest asks :meth:`claims`)."""
         by_id: dict[str, str] = {}
         by_hash: dict[str, str] = {}
         for key_column, keys, target in (("doc_id", list(doc_ids), by_id),
@@ -138,18 +154,39 @@ class Store:
                 rows = self.connection.execute(
                     f"SELECT doc_id, content_hash FROM documents WHERE {key_column} IN ({marks}) "
                     f"UNION ALL SELECT doc_id, content_hash FROM quarantine "
-                    f"WHERE released_at IS NULL AND {key_column} IN ({marks})", part + part)
+                    f"WHERE state = 'held' AND {key_column} IN ({marks})", part + part)
                 for doc_id, digest in rows:
                     if key_column == "doc_id":
                         target[doc_id] = digest
                     else:
-                        target[digest] = doc_id
+                        target.setdefault(digest, doc_id)
         return by_id, by_hash
+
+    def claims(self, doc_ids: Iterable[str], hashes: Iterable[str]) -> list[Claim]:
+        """Every stored or held document that has one of ``doc_ids`` or one of ``hashes``:
+        what an ingest must check its batch against (who owns each id, who holds each text)."""
+        found: dict[tuple[str, str], Claim] = {}
+        for key_column, keys in (("doc_id", sorted(set(doc_ids))),
+                                 ("content_hash", sorted(set(hashes)))):
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                marks = ",".join("?" * len(part))
+                rows = self.connection.execute(
+                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'stored', signed "
+                    f"FROM documents WHERE {key_column} IN ({marks}) UNION ALL "
+                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'quarantined', "
+                    "signed "
+                    f"FROM quarantine WHERE state = 'held' AND {key_column} IN ({marks})",
+                    part + part)
+                for row in rows:
+                    claim = Claim(*row)
+                    found[claim.doc_id, claim.state] = claim
+        return list(found.values())
 
     def counts(self) -> dict[str, int]:
         query = ("SELECT (SELECT COUNT(*) FROM documents), (SELECT COUNT(*) FROM chunks), "
                  "(SELECT COUNT(*) FROM batches), (SELECT COUNT(*) FROM audit), "
-                 "(SELECT COUNT(*) FROM quarantine WHERE released_at IS NULL), "
+                 "(SELECT COUNT(*) FROM quarantine WHERE state = 'held'), "
                  "(SELECT COUNT(*) FROM deleted_documents)")
         documents, chunks, batches, audit, held, deleted = \
             self.connection.execute(query).fetchone()
@@ -175,6 +212,14 @@ class Store:
         """``writer -> number of stored documents`` (quarantined and deleted ones not counted)."""
         return dict(self.connection.execute(
             "SELECT writer, COUNT(*) FROM documents GROUP BY writer ORDER BY writer"))
+
+    def local_writers(self) -> set[str]:
+        """Writer names of local (CLI) writes, lower-cased: documents stored or held with no
+        API key. An API key must not take one of these names, nor a local write a key's."""
+        rows = self.connection.execute(
+            "SELECT DISTINCT lower(writer) FROM documents WHERE writer_key = '' UNION "
+            "SELECT DISTINCT lower(writer) FROM quarantine WHERE writer_key = ''")
+        return {name for (name,) in rows}
 
     def document_pks_by_writer(self, *, excluding: str) -> dict[str, list[int]]:
         """``writer -> row ids of its stored documents`` (oldest first), for every writer but
@@ -240,18 +285,22 @@ class Store:
     # -- quarantine -------------------------------------------------------------------------
     _QUARANTINE_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
                            "verdict", "quarantined_at", "batch_id", "released_at",
-                           "released_by", "content_hash", "provenance")
+                           "released_by", "content_hash", "provenance", "writer_key", "signed",
+                           "state", "closed_at", "closed_by", "closed_reason")
 
     def quarantined(self, *, include_released: bool = False) -> list[dict]:
-        where = "" if include_released else "WHERE released_at IS NULL"
+        """Documents held in quarantine; with ``include_released``, its whole history
+        (released, discarded and withdrawn ones too)."""
+        where = "" if include_released else "WHERE state = 'held'"
         rows = self.connection.execute(
             f"SELECT {', '.join(self._QUARANTINE_COLUMNS)} FROM quarantine {where} ORDER BY pk")
         return [self._quarantine_row(row) for row in rows]
 
     def quarantined_document(self, doc_id: str) -> dict | None:
+        """The quarantine row that holds ``doc_id`` now, else its latest closed one."""
         row = self.connection.execute(
-            f"SELECT {', '.join(self._QUARANTINE_COLUMNS)} FROM quarantine WHERE doc_id = ?",
-            (doc_id,)).fetchone()
+            f"SELECT {', '.join(self._QUARANTINE_COLUMNS)} FROM quarantine WHERE doc_id = ? "
+            "ORDER BY state = 'held' DESC, pk DESC LIMIT 1", (doc_id,)).fetchone()
         return None if row is None else self._quarantine_row(row)
 
     def _quarantine_row(self, row: tuple) -> dict:
@@ -260,13 +309,40 @@ class Store:
         record["id"] = record.pop("doc_id")
         return record
 
-    def mark_released(self, connection: sqlite3.Connection, doc_id: str, by: str) -> None:
-        connection.execute("UPDATE quarantine SET released_at = ?, released_by = ? "
-                           "WHERE doc_id = ? AND released_at IS NULL", (time.time(), by, doc_id))
+    def close_quarantined(self, connection: sqlite3.Connection, doc_id: str, *, state: str,
+                          by: str, reason: str) -> bool:
+        """End the hold on ``doc_id`` (``released``, ``discarded`` by an admin or
+        ``withdrawn`` by its writer), audited; the row stays as history and the id is free.
+        Returns whether a held row was closed."""
+        row = connection.execute("SELECT pk FROM quarantine WHERE doc_id = ? AND state = 'held'",
+                                 (doc_id,)).fetchone()
+        if row is None:
+            return False
+        now = time.time()
+        released = state == "released"
+        connection.execute(
+            "UPDATE quarantine SET state = ?, closed_at = ?, closed_by = ?, closed_reason = ?, "
+            "released_at = ?, released_by = ? WHERE pk = ?",
+            (state, now, by, reason, now if released else None, by if released else None,
+             row[0]))
+        action = {"released": "release", "discarded": "discard", "withdrawn": "withdraw"}[state]
+        detail = {"released_by": by} if released else {"by": by, "reason": reason,
+                                                      "from": "quarantine"}
         connection.execute(
             "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
-            "SELECT ?, 'release', ?, doc_id, content_hash, NULL, ? FROM quarantine "
-            "WHERE doc_id = ?", (time.time(), by, json.dumps({"released_by": by}), doc_id))
+            "SELECT ?, ?, ?, doc_id, content_hash, NULL, ? FROM quarantine WHERE pk = ?",
+            (now, action, by, json.dumps(detail, sort_keys=True), row[0]))
+        return True
+
+    def audit(self, connection: sqlite3.Connection, *, action: str, writer: str,
+              doc_id: str | None, content_hash: str | None, detail: dict,
+              batch_id: int | None = None) -> None:
+        """One audit entry inside ``connection``'s transaction."""
+        connection.execute(
+            "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (time.time(), action, writer, doc_id, content_hash, batch_id,
+             json.dumps(detail, sort_keys=True)))
 
     def all_embeddings(self, dimension: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self.connection.execute("SELECT pk, embedding FROM chunks ORDER BY pk").fetchall()
@@ -293,7 +369,8 @@ class Store:
         return found
 
     _DOCUMENT_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
-                         "ingested_at", "batch_id", "content_hash", "provenance")
+                         "ingested_at", "batch_id", "content_hash", "provenance", "writer_key",
+                         "signed")
 
     def document(self, doc_id: str) -> dict | None:
         row = self.connection.execute(
@@ -309,12 +386,12 @@ class Store:
         """The latest tombstone of ``doc_id`` (who deleted it, when, why), without its text."""
         row = self.connection.execute(
             "SELECT doc_id, title, tier, writer, content_hash, provenance, deleted_at, "
-            "deleted_by, reason FROM deleted_documents WHERE doc_id = ? ORDER BY pk DESC "
-            "LIMIT 1", (doc_id,)).fetchone()
+            "deleted_by, reason, writer_key, signed FROM deleted_documents WHERE doc_id = ? "
+            "ORDER BY pk DESC LIMIT 1", (doc_id,)).fetchone()
         if row is None:
             return None
         keys = ("id", "title", "tier", "writer", "content_hash", "provenance", "deleted_at",
-                "deleted_by", "reason")
+                "deleted_by", "reason", "writer_key", "signed")
         return dict(zip(keys, row, strict=True))
 
     def delete_document(self, connection: sqlite3.Connection, doc_id: str, *, by: str,
@@ -331,9 +408,11 @@ class Store:
         now = time.time()
         connection.execute(
             "INSERT INTO deleted_documents(doc_id, content_hash, title, source, origin, text, "
-            "tier, writer, ingested_at, batch_id, provenance, deleted_at, deleted_by, reason) "
+            "tier, writer, ingested_at, batch_id, provenance, deleted_at, deleted_by, reason, "
+            "writer_key, signed) "
             "SELECT doc_id, content_hash, title, source, origin, text, tier, writer, "
-            "ingested_at, batch_id, provenance, ?, ?, ? FROM documents WHERE pk = ?",
+            "ingested_at, batch_id, provenance, ?, ?, ?, writer_key, signed FROM documents "
+            "WHERE pk = ?",
             (now, by, reason, row[0]))
         chunks = connection.execute("DELETE FROM chunks WHERE doc_pk = ?", (row[0],)).rowcount
         connection.execute(
@@ -364,30 +443,35 @@ class Store:
         tier: str,
         writer: str,
         source: str,
-        duplicates: int,
+        duplicates: Sequence[dict[str, str]] = (),
         quarantined: Sequence[tuple[Document, dict]] = (),
+        writer_key: str = "",
     ) -> tuple[int, np.ndarray]:
         """Insert one batch inside ``connection``'s open transaction.
 
-        Returns the batch id and the row ids of the inserted chunks, in embedding order.
+        ``duplicates`` (``{"id", "same_text_as", "content_hash", ...}``) are not stored but
+        audited, so a write that changed nothing still leaves a trace. Returns the batch id
+        and the row ids of the inserted chunks, in embedding order.
         """
         now = time.time()
         total_chunks = sum(len(per_document) for per_document in chunks)
         batch_id = connection.execute(
             "INSERT INTO batches(created_at, writer, tier, source, documents_added, "
             "documents_duplicate, chunks_added) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (now, writer, tier, source, len(documents), duplicates, total_chunks)).lastrowid
+            (now, writer, tier, source, len(documents), len(duplicates),
+             total_chunks)).lastrowid
         connection.execute("UPDATE batches SET documents_quarantined = ? WHERE id = ?",
                            (len(quarantined), batch_id))
         for document, verdict in quarantined:
             document_tier = document.tier or tier
             connection.execute(
                 "INSERT INTO quarantine(doc_id, content_hash, title, source, origin, text, tier, "
-                "writer, verdict, quarantined_at, batch_id, provenance) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "writer, verdict, quarantined_at, batch_id, provenance, writer_key, signed) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (document.id, document.content_hash, document.title, document.source,
                  document.origin, document.text, document_tier, writer,
-                 json.dumps(verdict, sort_keys=True), now, batch_id, document.provenance))
+                 json.dumps(verdict, sort_keys=True), now, batch_id, document.provenance,
+                 writer_key, document.signed))
             connection.execute(
                 "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
                 "VALUES (?, 'quarantine', ?, ?, ?, ?, ?)",
@@ -401,11 +485,11 @@ class Store:
             document_tier = document.tier or tier
             doc_pk = connection.execute(
                 "INSERT INTO documents(doc_id, content_hash, title, source, origin, text, tier, "
-                "writer, ingested_at, batch_id, provenance) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "writer, ingested_at, batch_id, provenance, writer_key, signed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (document.id, document.content_hash, document.title, document.source,
                  document.origin, document.text, document_tier, writer, now, batch_id,
-                 document.provenance)).lastrowid
+                 document.provenance, writer_key, document.signed)).lastrowid
             for chunk in document_chunks:
                 chunk_ids.append(connection.execute(
                     "INSERT INTO chunks(doc_pk, chunk_index, text, char_start, char_end, "
@@ -420,6 +504,11 @@ class Store:
                  json.dumps(_provenance_detail(document) | {
                      "tier": document_tier, "chunks": len(document_chunks),
                      "origin": document.origin}, sort_keys=True)))
+        for duplicate in duplicates:
+            self.audit(connection, action="duplicate", writer=writer, doc_id=duplicate["id"],
+                       content_hash=duplicate["content_hash"], batch_id=batch_id,
+                       detail={k: v for k, v in duplicate.items()
+                               if k not in ("id", "content_hash")})
         generation = self._next_generation(connection)
         self.set_meta({"generation": str(generation)}, connection)
         return batch_id, np.array(chunk_ids, dtype=np.int64)

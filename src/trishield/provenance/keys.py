@@ -59,7 +59,19 @@ CREATE TABLE IF NOT EXISTS publishers (
     created_at REAL NOT NULL,
     revoked_at REAL
 );
+CREATE TABLE IF NOT EXISTS withdrawn_signatures (
+    publisher TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    up_to_version INTEGER NOT NULL,
+    withdrawn_at REAL NOT NULL,
+    withdrawn_by TEXT NOT NULL,
+    PRIMARY KEY (publisher, doc_id)
+);
 """
+_UNIQUE_NAMES = ("CREATE UNIQUE INDEX IF NOT EXISTS api_keys_unique_name "
+                 "ON api_keys(name COLLATE NOCASE)")
+RESERVED_NAMES = frozenset({"cli"})
+"""Writer names no key may take: ``cli`` is the CLI's default writer for local ingests."""
 
 
 class Role(IntEnum):
@@ -139,6 +151,10 @@ class KeyStore:
             return
         with self._connect(write=True) as connection:
             connection.executescript(_SCHEMA)
+            # a keys database from before names were unique keeps its duplicates (and
+            # create_key still checks); ownership is bound to key ids, not names, anyway
+            with contextlib.suppress(sqlite3.IntegrityError):
+                connection.execute(_UNIQUE_NAMES)
             # files made in WAL mode by earlier versions: then readers write nothing; if
             # another process has it open, the next start converts it
             with contextlib.suppress(sqlite3.OperationalError):
@@ -179,8 +195,14 @@ class KeyStore:
 
     # -- API keys ---------------------------------------------------------------------------
     def create_key(self, name: str, role: str, tier: str) -> tuple[ApiKey, str]:
-        """A new key; returns it and the token, which is never stored and never shown again."""
+        """A new key; returns it and the token, which is never stored and never shown again.
+
+        The name is the writer's identity in the audit log, in provenance notes and to Ring
+        1, so it is unique (ignoring case) among all keys ever created, revoked ones too: a
+        name always means one key. ``cli`` is reserved for local writes."""
         check_name(name, "writer name")
+        if name.lower() in RESERVED_NAMES:
+            raise InputError(f"writer name {name!r} is reserved for local (CLI) writes")
         parsed_role = Role.parse(role)
         try:
             tier = Tier(tier).value
@@ -191,10 +213,24 @@ class KeyStore:
         token = f"{TOKEN_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         now = time.time()
         with self._connect(write=True) as connection:
-            connection.execute(
-                "INSERT INTO api_keys(key_id, name, role, tier, token_sha256, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (key_id, name, parsed_role.label, tier, _digest(token), now))
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                taken = connection.execute(
+                    "SELECT key_id, revoked_at FROM api_keys WHERE name = ? COLLATE NOCASE",
+                    (name,)).fetchone()
+                if taken is not None:
+                    state = "revoked " if taken[1] is not None else ""
+                    raise ConflictError(
+                        f"writer name {name!r} is taken by {state}key {taken[0]}; a name "
+                        "always means one key (revoked names are not reused), pick another")
+                connection.execute(
+                    "INSERT INTO api_keys(key_id, name, role, tier, token_sha256, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (key_id, name, parsed_role.label, tier, _digest(token), now))
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
         return ApiKey(key_id, name, parsed_role, tier, now, None), token
 
     def api_keys(self) -> list[ApiKey]:
@@ -262,6 +298,36 @@ class KeyStore:
             row = connection.execute("SELECT name, public_key, created_at, revoked_at "
                                      "FROM publishers WHERE name = ?", (name,)).fetchone()
         return None if row is None else Publisher(*row)
+
+    def withdraw_signature(self, publisher: str, doc_id: str, version: int, *,
+                           by: str) -> int:
+        """Withdraw ``publisher``'s signed records of ``doc_id`` up to ``version``: they no
+        longer make that document trusted (a new version must be signed). Returns the
+        version withdrawn up to (never lowered by a later, smaller withdrawal)."""
+        check_name(publisher, "publisher name")
+        if not 1 <= version <= 2**31 - 1:
+            raise InputError(f"version must be between 1 and {2**31 - 1}, got {version}")
+        with self._connect(write=True) as connection:
+            connection.execute(
+                "INSERT INTO withdrawn_signatures(publisher, doc_id, up_to_version, "
+                "withdrawn_at, withdrawn_by) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(publisher, doc_id) DO UPDATE SET "
+                "up_to_version = MAX(up_to_version, excluded.up_to_version), "
+                "withdrawn_at = excluded.withdrawn_at, withdrawn_by = excluded.withdrawn_by",
+                (publisher, doc_id, version, time.time(), by))
+        return self.withdrawn_version(publisher, doc_id) or version
+
+    def withdrawn_version(self, publisher: str, doc_id: str) -> int | None:
+        """The highest withdrawn version of ``doc_id`` signed by ``publisher``, if any."""
+        with self._connect() as connection:
+            known = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                       "name = 'withdrawn_signatures'").fetchone()
+            if known is None:  # a keys file from before withdrawals, opened read-only
+                return None
+            row = connection.execute(
+                "SELECT up_to_version FROM withdrawn_signatures WHERE publisher = ? "
+                "AND doc_id = ?", (publisher, doc_id)).fetchone()
+        return None if row is None else row[0]
 
     def revoke_publisher(self, name: str) -> Publisher:
         with self._connect(write=True) as connection:

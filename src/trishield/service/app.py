@@ -10,6 +10,7 @@ The OpenAPI document is at ``/openapi.json``, a script-free reference page rende
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from trishield import __version__
-from trishield.errors import NotFoundError
+from trishield.errors import ForbiddenError, InputError, NotFoundError
 from trishield.kb import Document, content_hash
 from trishield.kb.loaders import validate_document
 from trishield.provenance.keys import ApiKey, Role
@@ -49,6 +50,15 @@ def _document_id(doc_id: str) -> str:
 
 DocId = Annotated[str, PathParam(description="Document id (may contain '/').",
                                  min_length=1, max_length=256)]
+
+
+def _closed(record: dict[str, Any]) -> dict[str, Any]:
+    """A closed quarantine row in the shape of a DELETE's answer."""
+    return {"id": record["id"], "title": record["title"], "tier": record["tier"],
+            "writer": record["writer"], "content_hash": record["content_hash"],
+            "provenance": record["provenance"], "deleted_at": record["closed_at"],
+            "deleted_by": record["closed_by"], "reason": record["closed_reason"],
+            "state": record["state"]}
 
 
 def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> FastAPI:
@@ -109,17 +119,21 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         documents, verdicts = [], []
         for number, item in enumerate(body.documents):
             claim = None if item.provenance is None else ProvenanceClaim(
-                item.provenance.publisher, item.provenance.signature, item.provenance.tier)
-            verdict = decide_provenance(state.keys, key, content_hash(item.text), claim)
+                item.provenance.publisher, item.provenance.signature, item.provenance.tier,
+                item.provenance.version, item.provenance.issued_at)
+            verdict = decide_provenance(state.keys, key, content_hash(item.text), claim,
+                                        doc_id=item.id)
             document = Document(id=item.id, text=item.text, title=item.title,
                                 source=item.source, origin=f"api:{key.name}:{number}",
-                                tier=verdict.tier, provenance=verdict.note)
+                                tier=verdict.tier, provenance=verdict.note,
+                                signed=verdict.signed)
             documents.append(validate_document(document, path=f"documents[{number}]"))
             verdicts.append({"id": item.id} | verdict.as_dict())
         guard = IngestGuard(config.settings.pipeline.guard)
         with state.writing() as kb:
             report = kb.ingest(documents, tier=key.tier, writer=key.name,
-                               source=f"api key {key.key_id}", guard=guard)
+                               source=f"api key {key.key_id}", guard=guard,
+                               writer_key=key.key_id)
         tiers = {d.id: d.tier for d in documents}
         for doc_id in report.added:
             state.metrics.documents.labels("added", tiers[doc_id]).inc()
@@ -129,7 +143,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         state.metrics.documents.labels("duplicate", key.tier).inc(len(report.duplicates))
         state.metrics.unverified.inc(sum(1 for v in verdicts if v["note"].startswith("UNVER")))
         return {"batch_id": report.batch_id, "writer": key.name, "added": report.added,
-                "duplicates": report.duplicates, "quarantined": report.quarantined,
+                "duplicates": report.duplicates, "displaced": report.displaced,
+                "quarantined": report.quarantined,
                 "provenance": verdicts, "chunks_added": report.chunks_added,
                 "generation": report.generation, "warnings": report.warnings}
 
@@ -148,33 +163,60 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             return error_body(410, f"document {doc_id!r} was deleted by "
                                    f"{tombstone['deleted_by']}"
                                    + (f": {tombstone['reason']}" if tombstone["reason"] else ""))
-        if held is not None and held["released_at"] is None:
+        # the quarantine is shown to admins and to the writer whose document it holds only
+        if held is not None and held["state"] == "held" and (
+                key.role >= Role.ADMIN or held["writer_key"] == key.key_id):
             raise NotFoundError(f"document {doc_id!r} is not in the knowledge base: Ring 1 "
-                                "holds it in quarantine (an admin can review it)")
+                                "holds it in quarantine (an admin can review it; its writer "
+                                "can withdraw it with DELETE)")
         raise NotFoundError(f"no document {doc_id!r}")
 
     @app.delete("/v1/documents/{doc_id:path}", response_model=m.DeletedOut, tags=["documents"],
                 responses=_errors(400, 401, 403, 404, 410, 422, 503, 507))
     @state.writes.serialised
     def delete_document(doc_id: DocId, key: ApiKey = writer,
-                        reason: Annotated[str, Query(max_length=500)] = "") -> Any:
-        """Soft delete (kept as a tombstone, audited). Writers may delete what they wrote;
-        admins anything."""
+                        reason: Annotated[str, Query(max_length=500)] = "",
+                        withdraw: bool = False) -> Any:
+        """Soft delete (kept as a tombstone, audited). Writers may delete what their own key
+        wrote; admins anything. A document Ring 1 holds in quarantine is *withdrawn* by its
+        writer or *discarded* by an admin, which frees its id. With ``withdraw=true`` a
+        signed document's signature is withdrawn too (its publisher's versions up to the
+        stored one), so the same signed record can never make it trusted again."""
         doc_id = _document_id(doc_id)
-        with state.reader() as kb:
-            record = kb.store.document(doc_id)
-            tombstone = None if record else kb.store.deleted_document(doc_id)
-        if record is None:
-            if tombstone is not None:
-                return error_body(410, f"document {doc_id!r} was already deleted by "
-                                       f"{tombstone['deleted_by']}")
-            raise NotFoundError(f"no document {doc_id!r}")
-        if key.role < Role.ADMIN and record["writer"] != key.name:
+        owner = None if key.role >= Role.ADMIN else (key.name, key.key_id)
+        try:
+            with state.writing() as kb:
+                record = kb.store.document(doc_id)
+                if record is None:
+                    return _remove_unstored(kb, doc_id, key, owner, reason)
+                withdrawn = None
+                if withdraw and (owner is None or record["writer_key"] == key.key_id):
+                    withdrawn = _withdraw_signature(record, key)
+                tombstone = kb.delete(doc_id, by=key.name, reason=reason, owner=owner)
+        except ForbiddenError as error:
             state.metrics.auth_failures.labels("403").inc()
-            return error_body(403, f"{key.name} may delete only its own documents; "
-                                   f"{doc_id!r} was written by {record['writer']}")
-        with state.writing() as kb:
-            return kb.delete(doc_id, by=key.name, reason=reason)
+            return error_body(403, str(error))
+        return tombstone | {"state": "deleted", "signature_withdrawn_up_to": withdrawn}
+
+    def _remove_unstored(kb: Any, doc_id: str, key: ApiKey, owner: tuple[str, str] | None,
+                         reason: str) -> Any:
+        held = kb.store.quarantined_document(doc_id)
+        if held is not None and held["state"] == "held":
+            closed = kb.discard(doc_id, by=key.name, reason=reason, owner=owner)
+            return _closed(closed)
+        tombstone = kb.store.deleted_document(doc_id)
+        if tombstone is not None:
+            return error_body(410, f"document {doc_id!r} was already deleted by "
+                                   f"{tombstone['deleted_by']}")
+        raise NotFoundError(f"no document {doc_id!r}")
+
+    def _withdraw_signature(record: dict[str, Any], key: ApiKey) -> int:
+        if not record["signed"]:
+            raise InputError(f"withdraw=true withdraws a publisher's signature, and "
+                             f"{record['id']!r} carries none (delete it without withdraw)")
+        signed = json.loads(record["signed"])
+        return state.keys.withdraw_signature(signed["publisher"], record["id"],
+                                             signed["version"], by=key.name)
 
     @app.get("/v1/quarantine", response_model=m.QuarantineList, tags=["quarantine"],
              responses=_errors(400, 401, 403, 422))
@@ -193,6 +235,17 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             report = kb.release(doc_id, by=key.name)
         return {"id": doc_id, "released_by": key.name, "chunks_added": report.chunks_added,
                 "generation": report.generation}
+
+    @app.post("/v1/quarantine/{doc_id:path}/discard", response_model=m.DeletedOut,
+              tags=["quarantine"], responses=_errors(400, 401, 403, 404, 422, 503, 507))
+    @state.writes.serialised
+    def discard(doc_id: DocId, key: ApiKey = admin,
+                reason: Annotated[str, Query(max_length=500)] = "") -> dict[str, Any]:
+        """Discard a quarantined document: it is not stored and its id is free again (admins;
+        audited, kept in the quarantine's history)."""
+        doc_id = _document_id(doc_id)
+        with state.writing() as kb:
+            return _closed(kb.discard(doc_id, by=key.name, reason=reason))
 
     @app.post("/v1/search", response_model=m.SearchResponse, tags=["ask"],
               responses=common | _errors(503))

@@ -17,6 +17,8 @@ from trishield.defenses import DEFENSES
 from trishield.kb.documents import TIERS
 from trishield.kb.loaders import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
 from trishield.kb.retrieval import BACKENDS
+from trishield.kb.unicode_checks import id_problem
+from trishield.provenance.signing import MAX_ISSUED_AT, MAX_VERSION
 from trishield.rings.consensus import GATE_MODES
 from trishield.trace import CandidateRow, Trace
 
@@ -32,7 +34,9 @@ _ID_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\\%?#]")
 
 def check_document_id(doc_id: str) -> str:
     """Reject ids that could mean something else in a path: ``..`` or ``.`` segments, a
-    leading or doubled ``/``, backslashes, ``%``/``?``/``#``, control characters, outer spaces.
+    leading or doubled ``/``, backslashes, ``%``/``?``/``#``, control characters, outer spaces;
+    and ids that could pass for another id (:func:`trishield.kb.unicode_checks.id_problem`:
+    invisible, bidi and separator characters, compatibility forms, mixed-script look-alikes).
 
     Ids never become file names here, but an id that reads as a relative path is almost
     always an attack probe or a client bug, and refusing it keeps URLs unambiguous.
@@ -48,6 +52,9 @@ def check_document_id(doc_id: str) -> str:
         raise ValueError("a document id must not start or end with '/' or contain '//'")
     if any(part in (".", "..") for part in doc_id.split("/")):
         raise ValueError("a document id must not contain '.' or '..' path segments")
+    problem = id_problem(doc_id)
+    if problem is not None:
+        raise ValueError(f"a document id must not imitate another: it {problem}")
     return doc_id
 
 
@@ -61,8 +68,15 @@ class ProvenanceIn(Strict):
     publisher: str | None = Field(None, min_length=1, max_length=64,
                                   description="Registered publisher that signed the text.")
     signature: str | None = Field(None, min_length=1, max_length=200,
-                                  description="base64 Ed25519 signature of "
-                                              "'trishield-document-v1:' + content sha256.")
+                                  description="base64 Ed25519 signature of the signed record: "
+                                              "'trishield-document-v2\\n' + canonical JSON "
+                                              "of content_sha256, id, issued_at, version "
+                                              "(`trishield keys sign` makes it).")
+    version: int | None = Field(None, ge=1, le=MAX_VERSION,
+                                description="The signed record's version (a withdrawn "
+                                            "version can only be replaced by a higher one).")
+    issued_at: int | None = Field(None, ge=0, le=MAX_ISSUED_AT,
+                                  description="The signed record's issue time, epoch seconds.")
     tier: TierName | None = Field(None, description="A claimed tier; ignored unless signed, "
                                                     "and an unsigned claim makes the "
                                                     "document untrusted.")
@@ -95,10 +109,15 @@ class ProvenanceOut(BaseModel):
 
 
 class IngestResponse(BaseModel):
+    """``duplicates``: this writer's own documents each skipped one has the text of
+    (``{"id", "same_text_as", "state"}``). ``displaced``: ids a verified signed record took
+    over from a less trusted document (moved aside: deleted or discarded, audited)."""
+
     batch_id: int | None
     writer: str
     added: list[str]
     duplicates: list[dict[str, str]]
+    displaced: list[str] = []
     quarantined: list[dict[str, Any]]
     provenance: list[ProvenanceOut]
     chunks_added: int
@@ -123,6 +142,11 @@ class DocumentOut(BaseModel):
 
 
 class DeletedOut(BaseModel):
+    """What a DELETE did: a stored document ``deleted`` (kept as a tombstone), or a
+    quarantined one ``withdrawn`` by its writer or ``discarded`` by an admin (its id is free
+    again). ``signature_withdrawn_up_to``: with ``withdraw=true``, the publisher's signed
+    versions of this id that no longer make it trusted."""
+
     id: str
     title: str
     tier: str
@@ -132,6 +156,8 @@ class DeletedOut(BaseModel):
     deleted_at: float
     deleted_by: str
     reason: str
+    state: Literal["deleted", "withdrawn", "discarded"] = "deleted"
+    signature_withdrawn_up_to: int | None = None
 
 
 class QuarantinedOut(BaseModel):
@@ -149,6 +175,10 @@ class QuarantinedOut(BaseModel):
     released_at: float | None
     released_by: str | None
     content_hash: str
+    state: Literal["held", "released", "discarded", "withdrawn"]
+    closed_at: float | None
+    closed_by: str | None
+    closed_reason: str
 
 
 class QuarantineList(BaseModel):
