@@ -127,33 +127,30 @@ class PanelConsensus:
                                ) if context else []
         use_panel, reasons = self.gate(run, context, sides)
         contested = len(sides) > 1
-        run.trace.gate = GateTrace(mode=self.config.gate, use_panel=use_panel and not contested,
-                                   reasons=reasons)
+        run.trace.gate = GateTrace(mode=self.config.gate, use_panel=use_panel, reasons=reasons)
         if contested:
-            return self._by_source(run, question, evidence, sides)
+            return self._by_source(run, question, evidence, sides, use_panel)
         result = self.consensus.decide(question, context, use_panel=use_panel)
         return self._finish(run, result, context)
 
-    def _by_source(self, run: Run, question: str, evidence: Evidence,
-                   sides: list[Source]) -> Outcome:
-        """Ask each heavy source for its own answer, group the answers into claims, weigh."""
-        reader = self.readers[0]
+    def _by_source(self, run: Run, question: str, evidence: Evidence, sides: list[Source],
+                   use_panel: bool) -> Outcome:
+        """Ask each heavy source for its own answer (one model, or the panel when the gate
+        opened), group the answers into claims, weigh them."""
         claims: dict[str, list[int]] = {}
         rounds: list[Round] = []
         silent: list[Source] = []
         for source in sides[:self.config.max_sources]:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
             passages = [evidence_passage(evidence.items[i]) for i in members[:5]]
-            vote = Vote.of(reader, reader.answer(question, presented_to(reader, passages)))
-            rounds.append(Round([p.id for p in passages], [vote], [],
-                                0.0 if vote.refused else 1.0,
-                                None if vote.refused else vote.answer))
-            if vote.refused:
+            heard = self.consensus.decide(question, passages, use_panel=use_panel)
+            rounds += heard.rounds
+            if heard.refused or heard.answer is None:
                 if evidence.about_question(source):  # off-topic context declines, of course
                     silent.append(source)
                 continue
             label = next((known for known in claims
-                          if same_answer(known, vote.answer, question)), vote.answer)
+                          if same_answer(known, heard.answer, question)), heard.answer)
             claims.setdefault(label, []).extend(source.members)
         for source in sides[self.config.max_sources:]:  # not asked: join what they state
             stated = [label for label in claims if any(

@@ -227,8 +227,8 @@ class Evidence:
 
     def sides(self, include: Sequence[int] = ()) -> list[Source]:
         """The independent sources that speak about the question (plus those of ``include``,
-        the context, that share a term with it), heaviest first: more than one means the question is *contested* and each
-        source is asked for its own answer (Ring 3)."""
+        the context, that share a term with it), heaviest first: more than one means the
+        question is *contested* and each source is asked for its own answer (Ring 3)."""
         members = sorted({i for i, claim in enumerate(self.claims) if claim.about_question}
                          | {i for i in include if self.claims[i].relevance > 0})
         return sorted(self.sources(members), key=lambda s: (-TIER_ORDER[s.tier], -s.weight,
