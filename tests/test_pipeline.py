@@ -66,7 +66,6 @@ def test_undefended_pipeline_is_poisoned_and_rings_remove_the_poison(
             assert verdict.reasons and verdict.c >= ring1.trace.ring1.config.theta
 
     full = pipeline("full").ask(REFUND.question)
-    assert full.trace.gate.use_panel
     assert "90" not in (full.answer or "")
     ranked = {row.doc_id: row for row in full.trace.ring2.ranked}
     near_duplicate = ranked.get("mallory/refund-policy-v2")
@@ -129,14 +128,19 @@ def test_gate_modes(poisoned_kb: KnowledgeBase, gate: str, expect_panel: bool) -
 
 def test_gated_mode_opens_on_uncertainty_and_stays_shut_when_confident(
         demo_kb_dir: Path, poisoned_kb: KnowledgeBase) -> None:
-    opened = build_defense("full", poisoned_kb, [ExtractiveReader()]).ask(REFUND.question)
-    assert opened.trace.gate.use_panel
-    reasons = " ".join(opened.trace.gate.reasons)
-    assert "Ring 1" in reasons or "contested" in reasons
     from dataclasses import replace
 
     from trishield.rings.consensus import ConsensusConfig
     from trishield.rings.ingest_guard import GuardConfig
+
+    # Ring 1 blocks nothing, so the untrusted writer's passages reach the pool and the context:
+    # two writers answer the question, each is read on its own and the claims are weighed
+    lenient = PipelineConfig(guard=replace(GuardConfig(), theta=0.99, flag_theta=0.98))
+    opened = build_defense("full", poisoned_kb, [ExtractiveReader()],
+                           config=lenient).ask(REFUND.question)
+    reasons = " ".join(opened.trace.gate.reasons)
+    assert "contested" in reasons, reasons
+    assert opened.trace.evidence.verdicts and "90" not in (opened.answer or "")
 
     # flagging off, one trusted writer: no risk
     from trishield.rings.retrieval_scorer import ScorerConfig

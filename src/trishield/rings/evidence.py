@@ -156,13 +156,13 @@ class Evidence:
         if embeddings is not None and n:
             similarity = embeddings @ embeddings.T
             self.duplicate = similarity >= self.config.near_duplicate
-        self.linked = self.duplicate.copy()
+        self.same_origin = np.zeros((n, n), dtype=bool)
         for a in range(n):
             for b in range(n):
                 first, second = self.items[a], self.items[b]
-                if first.writer == second.writer or (
-                        first.batch is not None and first.batch == second.batch):
-                    self.linked[a, b] = True
+                self.same_origin[a, b] = first.writer == second.writer or (
+                    first.batch is not None and first.batch == second.batch)
+        self.linked = self.same_origin | self.duplicate
 
     # -- independence -----------------------------------------------------------------------
     def components(self, members: Sequence[int], links: np.ndarray) -> list[tuple[int, ...]]:
@@ -184,14 +184,17 @@ class Evidence:
     def near_duplicate_clusters(self) -> list[tuple[int, ...]]:
         return self.components(range(len(self.items)), self.duplicate)
 
-    def sources(self, members: Sequence[int], opponents: Sequence[int] = ()) -> tuple[Source,
-                                                                                     ...]:
-        """``members`` as independent sources, weighed against ``opponents``."""
+    def sources(self, members: Sequence[int], opponents: Sequence[int] = (), *,
+                by_origin: bool = False) -> tuple[Source, ...]:
+        """``members`` as independent sources, weighed against ``opponents``. ``by_origin``
+        groups by writer and batch only: near-duplicates of *different* origins may still
+        say different things (a copy with a fact changed), so they are told apart until
+        each has given its answer."""
         opposed_since = [self.items[o].ingested_at for o in opponents
                          if self.items[o].ingested_at is not None]
         first_opposed = min(opposed_since) if opposed_since else None
         found = []
-        for group in self.components(members, self.linked):
+        for group in self.components(members, self.same_origin if by_origin else self.linked):
             writers = tuple(sorted({self.items[i].writer for i in group}))
             tier = max((self.items[i].tier for i in group), key=TIER_ORDER.__getitem__)
             times = [self.items[i].ingested_at for i in group
@@ -231,8 +234,8 @@ class Evidence:
         question is *contested* and each source is asked for its own answer (Ring 3)."""
         members = sorted({i for i, claim in enumerate(self.claims) if claim.about_question}
                          | {i for i in include if self.claims[i].relevance > 0})
-        return sorted(self.sources(members), key=lambda s: (-TIER_ORDER[s.tier], -s.weight,
-                                                            s.members))
+        return sorted(self.sources(members, by_origin=True),
+                      key=lambda s: (-TIER_ORDER[s.tier], -s.weight, s.members))
 
     def judge(self, claims: Mapping[str, Sequence[int]]) -> Verdict:
         """Which claim the evidence supports: each claim's sources are weighed against all
