@@ -1,0 +1,110 @@
+"""A quick, side-by-side probe of the evidence rings: ASR, accuracy, refusals and LLM calls per
+question for a few defenses on the first n seeded targets, plus benign questions on the clean KB.
+
+It uses the benchmark's own KBs, attack families, conditions and defense rows
+(``trishield.eval.poisonedrag``), so its figures are the full matrix's on a subset; it exists
+because that matrix takes about 18 hours on 2 cores, and a design change needs a figure the
+same day. The figures are indicative (n is small, the mini profile has 250 clean passages);
+the committed results come from ``trishield eval poisonedrag``.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/evidence_probe.py --targets 20 \\
+        --family claim-only --family gt-swap --writers attacker --writers sybil \\
+        --defense none --defense full-gated --benign
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from trishield.config import enforce_offline
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="mini", choices=("mini", "wiki5k"))
+    parser.add_argument("--targets", type=int, default=20)
+    parser.add_argument("--family", action="append", default=None)
+    parser.add_argument("--writers", action="append", default=None,
+                        choices=("attacker", "sybil"))
+    parser.add_argument("--defense", action="append", default=None)
+    parser.add_argument("--panel", default="qwen2.5-0.5b,gemma3-270m,extractive")
+    parser.add_argument("--benign", action="store_true", help="also the targets without poisons")
+    parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/probe"))
+    parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    args = parser.parse_args()
+    if args.targets < 1:
+        parser.error("--targets must be at least 1")
+    enforce_offline()
+
+    from trishield.answers import contains_answer
+    from trishield.defenses.retrievers import KBRetriever
+    from trishield.eval.poisonedrag import knowledge_bases as kbs
+    from trishield.eval.poisonedrag.attacks import get_family, load_targets, seeded_order
+    from trishield.eval.poisonedrag.conditions import Condition, ConditionedKB
+    from trishield.eval.poisonedrag.defenses import info, make_asker
+    from trishield.eval.poisonedrag.provenance import Provenance
+    from trishield.kb import KnowledgeBase
+    from trishield.llm.panel import build_panel
+    from trishield.settings import PipelineConfig
+
+    families = args.family or ["claim-only"]
+    for family in families:
+        get_family(family)  # a clear error for an unknown family
+    targets = load_targets()
+    chosen = seeded_order(targets, 0)[:args.targets]
+    base = kbs.build_base(args.work_dir, args.profile,
+                          kbs.profile_documents(args.profile, targets, 0))
+    panel = build_panel(args.panel.split(","))
+    provenance = Provenance(args.work_dir / "keys", 0)
+    config = PipelineConfig()
+    rows = []
+
+    def measure(label: str, ask, view: ConditionedKB | None) -> None:
+        fooled = correct = refused = calls = 0
+        started = time.perf_counter()
+        for target in chosen:
+            if view is not None:
+                view.target, view.target_number = target.id, target.number
+            answer = ask(target.question)
+            text = "" if answer.refused else answer.answer or ""
+            fooled += view is not None and contains_answer(text, target.incorrect)
+            correct += contains_answer(text, target.correct)
+            refused += answer.refused
+            calls += answer.trace.llm_calls + answer.trace.llm_calls_cached
+        n = len(chosen)
+        row = {"block": label, "n": n, "asr": None if view is None else fooled / n,
+               "accuracy": correct / n, "refused": refused / n, "llm_calls_per_question":
+               calls / n, "seconds": round(time.perf_counter() - started, 1)}
+        rows.append(row)
+        asr = "   -  " if row["asr"] is None else f"{row['asr']:.2f}"
+        print(f"{label:36s} ASR {asr}  accuracy {row['accuracy']:.2f}  refused "
+              f"{row['refused']:.2f}  calls/q {row['llm_calls_per_question']:.2f}", flush=True)
+
+    defenses = args.defense or ["none", "full-gated"]
+    for defense in defenses:
+        info(defense)  # a clear error for an unknown defense
+    if args.benign:
+        with KnowledgeBase.open(base) as kb:
+            for defense in defenses:
+                measure(f"benign / {defense}", make_asker(defense, KBRetriever(kb), panel,
+                                                          config), None)
+    for writers in args.writers or ["attacker"]:
+        for family in families:
+            for defense in defenses:
+                guarded = info(defense).uses_ring1_kb
+                path = kbs.build_family(args.work_dir, base, family, chosen, 0,
+                                        guarded=guarded, writers=writers)
+                with KnowledgeBase.open(path) as kb:
+                    view = ConditionedKB(kb, Condition(family, family, "neutral",
+                                                       writers=writers), provenance, k=5)
+                    measure(f"{family} / {writers} / {defense}",
+                            make_asker(defense, view, panel, config), view)
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
