@@ -146,8 +146,7 @@ class PanelConsensus:
             heard = self.consensus.decide(question, passages, use_panel=use_panel)
             rounds += heard.rounds
             if heard.refused or heard.answer is None:
-                if evidence.about_question(source):  # off-topic context declines, of course
-                    silent.append(source)
+                silent.append(source)
                 continue
             label = next((known for known in claims
                           if same_answer(known, heard.answer, question)), heard.answer)

@@ -214,10 +214,6 @@ class Evidence:
         return [i for i, item in enumerate(self.items)
                 if answer_states(answer, item.text, self.question)]
 
-    def about_question(self, source: Source) -> bool:
-        """Whether any of the source's passages is about the question (relevance >= 0.5)."""
-        return any(self.claims[i].about_question for i in source.members)
-
     def dissent_groups(self, members: Sequence[int]) -> list[list[int]]:
         """``members`` grouped into claims by their candidate answers: two passages that share
         one state the same claim (and so does a chain of such passages). Ring 2's ``S_ev``."""
