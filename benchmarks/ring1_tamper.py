@@ -21,10 +21,14 @@ The base KB holds the ground-truth passages of the split's PoisonedRAG-NQ target
   nearest stored documents are the same article's other paragraphs (SQuAD), the same
   entity's or template's passages (2WikiMultihopQA, HotpotQA, MuSiQue), by other writers.
 
-Splits: ``--split eval`` (default) is the held-out half of the targets (``poisonedrag_split``)
-against SQuAD dev and 2WikiMultihopQA; ``--split train`` is the training half against
-HotpotQA and MuSiQue, and adds the threshold sweep that chose ``TamperConfig``'s defaults.
-Prints figures, never pass/fail.
+Splits, drawn with their own seed :data:`SPLIT_SEED` (1): the 100 targets in two halves
+(``poisonedrag_split(1)``), and each of the four clean corpora (HotpotQA, MuSiQue, SQuAD dev,
+2WikiMultihopQA) in two halves by a seeded shuffle. ``--split train`` is the training halves
+and adds the threshold sweep that chose ``TamperConfig``'s defaults; ``--split eval``
+(default) is the held-out halves, read only to report. (The first split, seed 0 with whole
+corpora per side, was retired: one rule of the detector, single capital letters as names, was
+decided after looking at its held-out half; see docs/design.md.) Prints figures, never
+pass/fail.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring1_tamper.py [--split train]
 """
@@ -35,7 +39,6 @@ import argparse
 import dataclasses
 import random
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -44,44 +47,24 @@ from pathlib import Path
 
 import numpy as np
 
-import trishield.kb.knowledge_base as knowledge_base
+from ring1_support import copy_kb, use_fast_kbs
 from trishield.eval.calibration import poisonedrag_split
 from trishield.eval.poisonedrag.attacks import FAMILIES, Target, load_targets
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import load_named
-from trishield.kb.indexes import LexicalIndex
-from trishield.models import load_embedder
 from trishield.rings.ingest_guard import GuardVerdict, IngestGuard
 from trishield.rings.tamper import TamperConfig, align, tokens
 from trishield.text import sentences
 
-CLEAN = {"train": ("hotpotqa", "musique"), "eval": ("squad-dev", "2wikimultihopqa")}
+CLEAN = ("hotpotqa", "musique", "squad-dev", "2wikimultihopqa")
+SPLIT_SEED = 1
+"""Seed of the train/eval split of the targets and of each clean corpus (0 was retired)."""
 CORPUS_WRITERS = 5
 _NUMBER = re.compile(r"(?<![\w.,])\d+(?![\w.,]\d)")
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
 _VERB = re.compile(r"\b(is|was|are|were|has|had|can|will)\b")
 _REWORDING = ((" which ", " that "), (" and ", " as well as "), (" but ", " yet "),
               (" also ", " too "), (" because ", " as "))
-
-
-class CachedEmbedder:
-    """The real embedder, each distinct text encoded once per run."""
-
-    def __init__(self, name: str):
-        self.inner = load_embedder(name)
-        self.cache: dict[str, np.ndarray] = {}
-
-    def encode(self, texts: Sequence[str], **options) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
-        if missing:
-            self.cache.update(zip(missing, self.inner.encode(missing), strict=True))
-        if not texts:
-            return np.zeros((0, self.inner.dimension), dtype=np.float32)
-        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
-
-
-def _no_bm25(ids: np.ndarray, texts: list[str]) -> LexicalIndex:
-    return LexicalIndex(ids, None)  # screening reads only the dense index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,19 +196,24 @@ def revisions(originals: Sequence[Document], seed: int) -> dict[str, list[Docume
 
 
 def build_inputs(args: argparse.Namespace) -> dict[str, object]:
-    train, evaluation = poisonedrag_split()
+    train, evaluation = poisonedrag_split(SPLIT_SEED)
     wanted = set(train if args.split == "train" else evaluation)
-    targets = [t for t in load_targets() if t.id in wanted]
+    every_target = load_targets()
+    targets = [t for t in every_target if t.id in wanted]
     originals = list({doc_id: Document(id=doc_id, text=text) for t in targets
                       for doc_id, text in t.gt_passages}.values())
     rng = random.Random(args.seed)
     base: list[Document] = []
     probes: dict[str, list[Document]] = {}
-    seen = {d.content_hash for d in originals}
-    for name in CLEAN[args.split]:
+    # every target's passages out of the corpora, so that the two halves are complementary
+    seen = {Document(id=doc_id, text=text).content_hash for t in every_target
+            for doc_id, text in t.gt_passages}
+    for name in CLEAN:
         corpus = [d for d in load_named(name) if d.content_hash not in seen]
         corpus = list({d.content_hash: d for d in corpus}.values())
         seen.update(d.content_hash for d in corpus)
+        random.Random(f"{SPLIT_SEED}:{name}").shuffle(corpus)
+        corpus = corpus[:len(corpus) // 2] if args.split == "train" else corpus[len(corpus) // 2:]
         rng.shuffle(corpus)
         corpus = corpus[:args.corpus_limit] if args.corpus_limit else corpus
         half = len(corpus) // 2
@@ -252,8 +240,7 @@ def build_base(work: Path, originals: list[Document], clean: list[Document],
 
 def ingest(base: Path, work: Path, name: str, documents: list[Document], *, writer: str,
            tier: str, depth: int) -> Recorder:
-    directory = Path(shutil.copytree(base, work / name,
-                                     ignore=shutil.ignore_patterns("kb.lock")))
+    directory = copy_kb(base, work, name)
     recorder = Recorder(depth)
     with KnowledgeBase.open(directory) as kb:
         kb.ingest(documents, tier=tier, writer=writer, guard=recorder)
@@ -352,14 +339,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     started = time.perf_counter()
-    embedder = CachedEmbedder(knowledge_base.DEFAULT_EMBEDDING_MODEL)
-    knowledge_base.load_embedder = lambda name: embedder
-    knowledge_base.LexicalIndex.build = staticmethod(_no_bm25)
+    use_fast_kbs()
     inputs = build_inputs(args)
     depth = TamperConfig().neighbours
     print(f"ring1_tamper: {' '.join(sys.argv[1:]) or '(defaults)'}; split {args.split}: "
           f"{len(inputs['targets'])} targets, {len(inputs['originals'])} ground-truth "
-          f"passages; clean {', '.join(CLEAN[args.split])}; TamperConfig {TamperConfig()}")
+          f"passages; clean: the {args.split} half of {', '.join(CLEAN)}; split seed "
+          f"{SPLIT_SEED}; TamperConfig {TamperConfig()}")
     with tempfile.TemporaryDirectory(prefix="ring1-tamper-") as temporary:
         work = Path(temporary)
         base = build_base(work, inputs["originals"], inputs["base"], args.seed)
