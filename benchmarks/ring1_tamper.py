@@ -48,10 +48,20 @@ from pathlib import Path
 import numpy as np
 
 from ring1_support import copy_kb, use_fast_kbs
-from trishield.eval.calibration import poisonedrag_split
+from trishield.eval.calibration import (
+    DEFAULT_CAP,
+    WRITERS_PER_GENRE,
+    ArrayNeighbourhood,
+    EmbeddingCache,
+    load_corpus,
+    poisonedrag_split,
+    writer_of,
+)
+from trishield.eval.calibration import SPLIT_SEED as CALIBRATION_SEED
 from trishield.eval.poisonedrag.attacks import FAMILIES, Target, load_targets
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import load_named
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 from trishield.rings.ingest_guard import GuardVerdict, IngestGuard
 from trishield.rings.tamper import TamperConfig, align, tokens
 from trishield.text import sentences
@@ -297,23 +307,68 @@ GRID = {"min_copied": (0.7, 0.75, 0.8, 0.85, 0.9, 0.95),
         "min_words": (10, 20, 25, 30, 35, 40), "max_facts": (1, 2, 3)}
 
 
-def sweep(tampered_pairs: list[list[Pair]], clean_pairs: list[list[Pair]]) -> None:
-    """Training recall and clean false-positive rate over the grid, and the rule's choice:
-    clean <= 0.5% (the budget ``theta`` was chosen under), then the highest recall, then the
-    lowest ``min_copied`` (as for ``theta``: the loosest under the budget), the highest
-    ``min_words`` (the most cautious about short template sentences, which the training
-    corpora hardly have), the highest ``max_facts`` (an attacker may change more than one)."""
+def genre_pairs(cache_dir: Path) -> dict[str, list[list[Pair]]]:
+    """Each calibration genre's *training* windows (``trishield.eval.calibration``: the same
+    windows, writers and simulated KB, embeddings from its cache in ``cache_dir``), each
+    aligned with its stored neighbours by other writers as at ingest: template siblings
+    (CMake's pages per language, licence variants) are the clean copies the Wikipedia corpora
+    lack."""
+    corpus = load_corpus(DEFAULT_CAP)
+    cache = EmbeddingCache(DEFAULT_EMBEDDING_MODEL,
+                           cache_dir / f"embeddings-{DEFAULT_EMBEDDING_MODEL}.npz")
+    texts: list[str] = []
+    writers: list[str] = []
+    genres: list[str] = []
+    for genre in corpus.genres:
+        texts += [p.text for p in genre.train]
+        writers += [writer_of(p.unit, genre.name, CALIBRATION_SEED) for p in genre.train]
+        genres += [genre.name] * len(genre.train)
+    stored = texts + corpus.truth
+    stored_writers = writers + [f"wiki-{i % WRITERS_PER_GENRE}"
+                                for i in range(len(corpus.truth))]
+    vectors = cache.encode(stored)
+    floor = min(GRID["min_copied"])
+    found: dict[str, list[list[Pair]]] = {genre.name: [] for genre in corpus.genres}
+    for writer in sorted(set(writers)):
+        rows = [row for row, name in enumerate(writers) if name == writer]
+        neighbourhood = ArrayNeighbourhood(vectors, stored_writers, writer, texts=stored)
+        nearest = neighbourhood.nearest_documents(vectors[rows], TamperConfig().neighbours)
+        for row, neighbours in zip(rows, nearest, strict=True):
+            new = tokens(texts[row])
+            pairs = []
+            for neighbour in neighbours:
+                old = tokens(neighbour.text)
+                vocabulary = {t.word for t in old}
+                if sum(t.word in vocabulary for t in new) < floor * len(new):
+                    continue  # no setting of the grid could call it a copy
+                alignment = align(old, new)
+                pairs.append(Pair(neighbour.similarity, alignment.copied, alignment.words,
+                                  len(alignment.facts), len(alignment.wording)))
+            found[genres[row]].append(pairs)
+    return found
+
+
+def sweep(tampered_pairs: list[list[Pair]], clean_pairs: list[list[Pair]],
+          genres: dict[str, list[list[Pair]]]) -> None:
+    """Training recall and clean false-positive rates over the grid, and the rule's choice:
+    at most 0.5% (the budget ``theta`` was chosen under) of the clean near-neighbours *and* of
+    every calibration genre's training windows fired on; then the highest recall; then the
+    most distinct facts (an attacker may change more than one); then the lowest
+    ``min_copied`` (the loosest under the budget, as for ``theta``); then the highest
+    ``min_words`` (the most cautious about short template sentences)."""
     copies = [max(pairs, key=lambda p: p.copied) for pairs in tampered_pairs if pairs]
     print("\nThreshold sweep on the training split: tampered copies caught / clean "
-          "near-neighbours flagged (any weight)")
+          "near-neighbours flagged (any weight) / worst genre's training windows flagged")
     print(f"  each tampered copy's best pair: copied share >= "
           f"{min(p.copied for p in copies):.3f}, copied words >= "
           f"{min(p.words for p in copies)}, distinct facts <= {max(p.facts for p in copies)}, "
           f"embedding similarity >= {min(p.similarity for p in copies):.3f}")
+    print("  genre training windows: " + ", ".join(f"{name} {len(rows)}"
+                                                   for name, rows in genres.items()))
     best = None
     for max_facts in GRID["max_facts"]:
         print(f"  max_facts={max_facts}; rows min_copied, columns min_words")
-        print(" " * 8 + "".join(f"{w:>16}" for w in GRID["min_words"]))
+        print(" " * 8 + "".join(f"{w:>24}" for w in GRID["min_words"]))
         for min_copied in GRID["min_copied"]:
             cells = []
             for min_words in GRID["min_words"]:
@@ -321,14 +376,19 @@ def sweep(tampered_pairs: list[list[Pair]], clean_pairs: list[list[Pair]]) -> No
                                       max_facts=max_facts)
                 recall = float(np.mean([fires(p, config) for p in tampered_pairs]))
                 clean = float(np.mean([fires(p, config) for p in clean_pairs]))
-                cells.append(f"{recall:.3f}/{clean:.2%}")
-                key = (clean <= 0.005, recall, -min_copied, min_words, max_facts)
+                rates = {name: float(np.mean([fires(p, config) for p in rows]))
+                         for name, rows in genres.items()}
+                worst = max(rates.values())
+                cells.append(f"{recall:.3f}/{clean:.2%}/{worst:.2%}")
+                key = (clean <= 0.005 and worst <= 0.005, recall, max_facts, -min_copied,
+                       min_words)
                 if best is None or key > best[0]:
-                    best = (key, config, recall, clean)
-            print(f"{min_copied:>8}" + "".join(f"{c:>16}" for c in cells))
-    _, config, recall, clean = best
+                    best = (key, config, recall, clean, rates)
+            print(f"{min_copied:>8}" + "".join(f"{c:>24}" for c in cells))
+    _, config, recall, clean, rates = best
     print(f"  chosen: min_copied={config.min_copied}, min_words={config.min_words}, "
-          f"max_facts={config.max_facts} (training recall {recall:.3f}, clean {clean:.2%})")
+          f"max_facts={config.max_facts} (training recall {recall:.3f}, clean {clean:.2%}; "
+          + ", ".join(f"{name} {rate:.2%}" for name, rate in rates.items()) + ")")
 
 
 def main() -> None:
@@ -337,6 +397,9 @@ def main() -> None:
     parser.add_argument("--corpus-limit", type=int, default=0,
                         help="documents read per clean corpus (0: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--calibration-cache", type=Path, default=Path(".trishield/calibration"),
+                        help="--split train: the calibration's --out (its embedding cache; "
+                             "missing embeddings are computed and added)")
     args = parser.parse_args()
     started = time.perf_counter()
     use_fast_kbs()
@@ -377,7 +440,8 @@ def main() -> None:
         evidence(clean)
         if args.split == "train":
             sweep([attacked.pairs[d.id] for d in attacks],
-                  [clean.pairs[d.id] for d in probes if d.id in clean.pairs])
+                  [clean.pairs[d.id] for d in probes if d.id in clean.pairs],
+                  genre_pairs(args.calibration_cache))
     print(f"\n({time.perf_counter() - started:.0f} s)")
 
 

@@ -264,7 +264,9 @@ class ArrayNeighbourhood:
         return found
 
 
-def _writer_of(unit: str, genre: str, seed: int) -> str:
+def writer_of(unit: str, genre: str, seed: int) -> str:
+    """The simulated KB's writer of a unit (one of :data:`WRITERS_PER_GENRE` per genre, a
+    seeded draw per unit, so that a writer writes whole documents)."""
     digest = hashlib.sha256(f"{seed}:{unit}".encode()).digest()
     return f"{genre}-{digest[0] % WRITERS_PER_GENRE}"
 
@@ -355,7 +357,7 @@ def measure(corpus: Corpus, cache: EmbeddingCache) -> dict[str, Signals]:
     stored_writers: list[str] = []
     for genre in corpus.genres:
         stored_texts += [p.text for p in genre.train]
-        stored_writers += [_writer_of(p.unit, genre.name, SPLIT_SEED) for p in genre.train]
+        stored_writers += [writer_of(p.unit, genre.name, SPLIT_SEED) for p in genre.train]
     wiki_writers = [f"wiki-{i % WRITERS_PER_GENRE}" for i in range(len(corpus.truth))]
     vectors = cache.encode(stored_texts + corpus.truth)
     writers = stored_writers + wiki_writers
