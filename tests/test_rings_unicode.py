@@ -181,8 +181,10 @@ def test_each_obfuscation_of_each_trigger_is_caught_as_the_plain_form(trigger: s
     assert disguised != text
     plain, hidden = IngestGuard().judge("p", text), IngestGuard().judge("p", disguised)
     assert detector in {h.name for h in plain.patterns}
-    assert {h.name for h in hidden.patterns} == {h.name for h in plain.patterns} | {
-        "obfuscated_text"}
+    found = {h.name for h in hidden.patterns}
+    assert found >= {h.name for h in plain.patterns} | {"obfuscated_text"}
+    # and where the trigger is most of a short text, the text is written in disguise
+    assert found - {h.name for h in plain.patterns} <= {"obfuscated_text", "disguised_text"}
     assert plain.blocked and hidden.blocked
     assert hidden.combined > plain.combined
 
@@ -201,3 +203,19 @@ def test_a_tampered_copy_is_found_through_each_obfuscation(kind: str) -> None:
     assert [c.kind for c in found.alignment.facts] == ["number"]
     verdict = IngestGuard().judge("new:1", copy, tier="untrusted", extra=(found.hit(),))
     assert verdict.blocked
+
+
+@pytest.mark.parametrize("kind", ["Cyrillic look-alikes", "fullwidth"])
+def test_a_text_written_in_disguise_is_blocked_alone(kind: str) -> None:
+    # a tampered copy in look-alikes: its embedding no longer finds the original, so no
+    # tampered_copy; what it is written in gives it away
+    text = ("The Eiffel Tower was completed in 1901 for the World's Fair in Paris. It was "
+            "designed by the engineering company of Gustave Eiffel.")
+    disguised = OBFUSCATIONS_EVERYWHERE[kind](text)
+    verdict = IngestGuard().judge("p", disguised, tier="untrusted")
+    assert "disguised_text" in {h.name for h in verdict.patterns}
+    assert verdict.blocked
+    assert not IngestGuard().judge("p", text).blocked
+    # a few look-alike letters are obfuscated_text (flag), not a text written in disguise
+    few = text.replace("Paris", OBFUSCATIONS_EVERYWHERE[kind]("Paris"))
+    assert "disguised_text" not in {h.name for h in detect_patterns(few)}

@@ -19,7 +19,7 @@ from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.rings.config_types import CONFIG, Unit
 from trishield.rings.normalise import Normalised, lowered, normalise, visible
-from trishield.rings.obfuscation import disguises, obfuscated_words
+from trishield.rings.obfuscation import disguises, obfuscated_words, written_in_disguise
 from trishield.rings.questions import questions
 from trishield.text import word_spans, words
 
@@ -92,6 +92,10 @@ class PatternWeights:
     """Alone it flags (``0.6 * 0.3 = 0.18``: over ``flag_theta``, under ``theta``); with any
     other detector it blocks. Scraped text has stray invisible characters; hiding a trigger
     with them is what a poison does."""
+    disguised_text: Unit = 0.5
+    """The text as a whole is written in look-alike or styled letters (most of what reads as
+    ASCII is disguised): no stray characters of scraped text, and hidden from the embedding
+    that would find the text it copies; blocks alone (``0.6 * 0.5 = 0.3``)."""
 
 
 def _decodes_to_text(blob: bytes) -> str | None:
@@ -198,6 +202,9 @@ def detect_patterns(text: str, *, query: str | None = None,
     if obfuscations:
         evidence = "; ".join(dict.fromkeys(o.evidence for o in obfuscations[:3]))
         hits.append(PatternHit("obfuscated_text", weights.obfuscated_text, evidence[:240]))
+    disguised = written_in_disguise(text)
+    if disguised:
+        hits.append(PatternHit("disguised_text", weights.disguised_text, disguised.evidence))
     return hits
 
 
