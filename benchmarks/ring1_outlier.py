@@ -19,16 +19,14 @@ of the PoisonedRAG-NQ targets, then NQ-open and SQuADShifts ones), half SQuAD de
 spread over five writers (seeded), written without screening (a KB that existed before). The
 old design's failures show most on a small KB (``--base 100``), where a batch or a flood
 outweighs the stored sample. Everything runs with the real embedder
-in a temporary directory. Two shortcuts keep it to minutes on two busy cores, neither read by
-a verdict: each text is embedded once per run (cached across KB copies), and the BM25 index is
-not built. Prints figures, never pass/fail.
+in a temporary directory, with the shortcuts of ``ring1_support`` (each text embedded once
+per run, no BM25 index; neither is read by a verdict). Prints figures, never pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import statistics
 import sys
 import tempfile
@@ -38,37 +36,15 @@ from pathlib import Path
 
 import numpy as np
 
-import trishield.kb.knowledge_base as knowledge_base
+from ring1_support import copy_kb, use_fast_kbs
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import load_named
-from trishield.kb.indexes import LexicalIndex
 from trishield.kb.screening import Neighbourhood
-from trishield.models import load_embedder
 from trishield.rings.ingest_guard import GuardVerdict, IngestGuard
 from trishield.rings.outlier import outlier_scores
 
 BASE_WRITERS = 5
 OLD_REFERENCE_SIZE = 2000
-
-
-class CachedEmbedder:
-    """The real embedder, each distinct text encoded once per run."""
-
-    def __init__(self, name: str):
-        self.inner = load_embedder(name)
-        self.cache: dict[str, np.ndarray] = {}
-
-    def encode(self, texts: Sequence[str], **options) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
-        if missing:
-            self.cache.update(zip(missing, self.inner.encode(missing), strict=True))
-        if not texts:
-            return np.zeros((0, self.inner.dimension), dtype=np.float32)
-        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
-
-
-def _no_bm25(ids: np.ndarray, texts: list[str]) -> LexicalIndex:
-    return LexicalIndex(ids, None)  # screening reads only the dense index
 
 
 class Recorder:
@@ -116,10 +92,6 @@ def ingest(directory: Path, kind: str, batches: Sequence[Sequence[Document]], *,
         for batch, writer in zip(batches, writers, strict=True):
             kb.ingest(list(batch), tier=tier, writer=writer, guard=recorder)
     return recorder.verdicts
-
-
-def copy(base: Path, work: Path, name: str) -> Path:
-    return Path(shutil.copytree(base, work / name, ignore=shutil.ignore_patterns("kb.lock")))
 
 
 def median_s_out(verdicts: dict[str, GuardVerdict], ids: Sequence[str]) -> float | None:
@@ -172,8 +144,8 @@ def build_base(work: Path, documents: list[Document], seed: int) -> Path:
 
 def batch_agreement(base: Path, work: Path, inputs: dict, kind: str) -> dict:
     documents = inputs["poisons_a"] + inputs["clean_a"]
-    whole = ingest(copy(base, work, f"a-{kind}-whole"), kind, [documents], writers=["newcomer"])
-    single = ingest(copy(base, work, f"a-{kind}-single"), kind, [[d] for d in documents],
+    whole = ingest(copy_kb(base, work, f"a-{kind}-whole"), kind, [documents], writers=["newcomer"])
+    single = ingest(copy_kb(base, work, f"a-{kind}-single"), kind, [[d] for d in documents],
                     writers=["newcomer"] * len(documents))
     ids = [d.id for d in documents]
     poisons = [d.id for d in inputs["poisons_a"]]
@@ -192,8 +164,8 @@ def flooding(base: Path, work: Path, inputs: dict, kind: str) -> dict:
     clean = inputs["clean_b"]
     batches = [[d] for d in clean]
     writers = [f"neutral-{i % 10}" for i in range(len(clean))]
-    before = ingest(copy(base, work, f"b-{kind}-before"), kind, batches, writers=writers)
-    flooded = copy(base, work, f"b-{kind}-after")
+    before = ingest(copy_kb(base, work, f"b-{kind}-before"), kind, batches, writers=writers)
+    flooded = copy_kb(base, work, f"b-{kind}-after")
     with KnowledgeBase.open(flooded) as kb:  # written unscreened: the same flood for both
         kb.ingest(inputs["flood"], writer="flooder")
     after = ingest(flooded, kind, batches, writers=writers)
@@ -206,7 +178,7 @@ def flooding(base: Path, work: Path, inputs: dict, kind: str) -> dict:
 
 def recall(base: Path, work: Path, inputs: dict, kind: str) -> dict:
     poisons = inputs["poisons"]
-    verdicts = ingest(copy(base, work, f"c-{kind}"), kind, [poisons], writers=["attacker"],
+    verdicts = ingest(copy_kb(base, work, f"c-{kind}"), kind, [poisons], writers=["attacker"],
                       tier="untrusted")
     ids = [d.id for d in poisons]
     guard = IngestGuard()
@@ -239,9 +211,7 @@ def main() -> None:
     args = parser.parse_args()
     parts = args.only or ["a", "b", "c"]
     started = time.perf_counter()
-    embedder = CachedEmbedder(knowledge_base.DEFAULT_EMBEDDING_MODEL)
-    knowledge_base.load_embedder = lambda name: embedder
-    knowledge_base.LexicalIndex.build = staticmethod(_no_bm25)
+    use_fast_kbs()
     inputs = build_inputs(args)
     print(f"ring1_outlier: {' '.join(sys.argv[1:]) or '(defaults)'}; base {len(inputs['base'])} "
           f"documents by {BASE_WRITERS} writers (half wiki5k, ground-truth passages first; half "

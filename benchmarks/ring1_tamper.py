@@ -21,10 +21,14 @@ The base KB holds the ground-truth passages of the split's PoisonedRAG-NQ target
   nearest stored documents are the same article's other paragraphs (SQuAD), the same
   entity's or template's passages (2WikiMultihopQA, HotpotQA, MuSiQue), by other writers.
 
-Splits: ``--split eval`` (default) is the held-out half of the targets (``poisonedrag_split``)
-against SQuAD dev and 2WikiMultihopQA; ``--split train`` is the training half against
-HotpotQA and MuSiQue, and adds the threshold sweep that chose ``TamperConfig``'s defaults.
-Prints figures, never pass/fail.
+Splits, drawn with their own seed :data:`SPLIT_SEED` (1): the 100 targets in two halves
+(``poisonedrag_split(1)``), and each of the four clean corpora (HotpotQA, MuSiQue, SQuAD dev,
+2WikiMultihopQA) in two halves by a seeded shuffle. ``--split train`` is the training halves
+and adds the threshold sweep that chose ``TamperConfig``'s defaults; ``--split eval``
+(default) is the held-out halves, read only to report. (The first split, seed 0 with whole
+corpora per side, was retired: one rule of the detector, single capital letters as names, was
+decided after looking at its held-out half; see docs/design.md.) Prints figures, never
+pass/fail.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring1_tamper.py [--split train]
 """
@@ -35,7 +39,6 @@ import argparse
 import dataclasses
 import random
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -44,44 +47,34 @@ from pathlib import Path
 
 import numpy as np
 
-import trishield.kb.knowledge_base as knowledge_base
-from trishield.eval.calibration import poisonedrag_split
+from ring1_support import copy_kb, use_fast_kbs
+from trishield.eval.calibration import (
+    DEFAULT_CAP,
+    WRITERS_PER_GENRE,
+    ArrayNeighbourhood,
+    EmbeddingCache,
+    load_corpus,
+    poisonedrag_split,
+    writer_of,
+)
+from trishield.eval.calibration import SPLIT_SEED as CALIBRATION_SEED
 from trishield.eval.poisonedrag.attacks import FAMILIES, Target, load_targets
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import load_named
-from trishield.kb.indexes import LexicalIndex
-from trishield.models import load_embedder
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 from trishield.rings.ingest_guard import GuardVerdict, IngestGuard
 from trishield.rings.tamper import TamperConfig, align, tokens
 from trishield.text import sentences
 
-CLEAN = {"train": ("hotpotqa", "musique"), "eval": ("squad-dev", "2wikimultihopqa")}
+CLEAN = ("hotpotqa", "musique", "squad-dev", "2wikimultihopqa")
+SPLIT_SEED = 1
+"""Seed of the train/eval split of the targets and of each clean corpus (0 was retired)."""
 CORPUS_WRITERS = 5
 _NUMBER = re.compile(r"(?<![\w.,])\d+(?![\w.,]\d)")
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
 _VERB = re.compile(r"\b(is|was|are|were|has|had|can|will)\b")
 _REWORDING = ((" which ", " that "), (" and ", " as well as "), (" but ", " yet "),
               (" also ", " too "), (" because ", " as "))
-
-
-class CachedEmbedder:
-    """The real embedder, each distinct text encoded once per run."""
-
-    def __init__(self, name: str):
-        self.inner = load_embedder(name)
-        self.cache: dict[str, np.ndarray] = {}
-
-    def encode(self, texts: Sequence[str], **options) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
-        if missing:
-            self.cache.update(zip(missing, self.inner.encode(missing), strict=True))
-        if not texts:
-            return np.zeros((0, self.inner.dimension), dtype=np.float32)
-        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
-
-
-def _no_bm25(ids: np.ndarray, texts: list[str]) -> LexicalIndex:
-    return LexicalIndex(ids, None)  # screening reads only the dense index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,19 +206,24 @@ def revisions(originals: Sequence[Document], seed: int) -> dict[str, list[Docume
 
 
 def build_inputs(args: argparse.Namespace) -> dict[str, object]:
-    train, evaluation = poisonedrag_split()
+    train, evaluation = poisonedrag_split(SPLIT_SEED)
     wanted = set(train if args.split == "train" else evaluation)
-    targets = [t for t in load_targets() if t.id in wanted]
+    every_target = load_targets()
+    targets = [t for t in every_target if t.id in wanted]
     originals = list({doc_id: Document(id=doc_id, text=text) for t in targets
                       for doc_id, text in t.gt_passages}.values())
     rng = random.Random(args.seed)
     base: list[Document] = []
     probes: dict[str, list[Document]] = {}
-    seen = {d.content_hash for d in originals}
-    for name in CLEAN[args.split]:
+    # every target's passages out of the corpora, so that the two halves are complementary
+    seen = {Document(id=doc_id, text=text).content_hash for t in every_target
+            for doc_id, text in t.gt_passages}
+    for name in CLEAN:
         corpus = [d for d in load_named(name) if d.content_hash not in seen]
         corpus = list({d.content_hash: d for d in corpus}.values())
         seen.update(d.content_hash for d in corpus)
+        random.Random(f"{SPLIT_SEED}:{name}").shuffle(corpus)
+        corpus = corpus[:len(corpus) // 2] if args.split == "train" else corpus[len(corpus) // 2:]
         rng.shuffle(corpus)
         corpus = corpus[:args.corpus_limit] if args.corpus_limit else corpus
         half = len(corpus) // 2
@@ -252,8 +250,7 @@ def build_base(work: Path, originals: list[Document], clean: list[Document],
 
 def ingest(base: Path, work: Path, name: str, documents: list[Document], *, writer: str,
            tier: str, depth: int) -> Recorder:
-    directory = Path(shutil.copytree(base, work / name,
-                                     ignore=shutil.ignore_patterns("kb.lock")))
+    directory = copy_kb(base, work, name)
     recorder = Recorder(depth)
     with KnowledgeBase.open(directory) as kb:
         kb.ingest(documents, tier=tier, writer=writer, guard=recorder)
@@ -310,23 +307,68 @@ GRID = {"min_copied": (0.7, 0.75, 0.8, 0.85, 0.9, 0.95),
         "min_words": (10, 20, 25, 30, 35, 40), "max_facts": (1, 2, 3)}
 
 
-def sweep(tampered_pairs: list[list[Pair]], clean_pairs: list[list[Pair]]) -> None:
-    """Training recall and clean false-positive rate over the grid, and the rule's choice:
-    clean <= 0.5% (the budget ``theta`` was chosen under), then the highest recall, then the
-    lowest ``min_copied`` (as for ``theta``: the loosest under the budget), the highest
-    ``min_words`` (the most cautious about short template sentences, which the training
-    corpora hardly have), the highest ``max_facts`` (an attacker may change more than one)."""
+def genre_pairs(cache_dir: Path) -> dict[str, list[list[Pair]]]:
+    """Each calibration genre's *training* windows (``trishield.eval.calibration``: the same
+    windows, writers and simulated KB, embeddings from its cache in ``cache_dir``), each
+    aligned with its stored neighbours by other writers as at ingest: template siblings
+    (CMake's pages per language, licence variants) are the clean copies the Wikipedia corpora
+    lack."""
+    corpus = load_corpus(DEFAULT_CAP)
+    cache = EmbeddingCache(DEFAULT_EMBEDDING_MODEL,
+                           cache_dir / f"embeddings-{DEFAULT_EMBEDDING_MODEL}.npz")
+    texts: list[str] = []
+    writers: list[str] = []
+    genres: list[str] = []
+    for genre in corpus.genres:
+        texts += [p.text for p in genre.train]
+        writers += [writer_of(p.unit, genre.name, CALIBRATION_SEED) for p in genre.train]
+        genres += [genre.name] * len(genre.train)
+    stored = texts + corpus.truth
+    stored_writers = writers + [f"wiki-{i % WRITERS_PER_GENRE}"
+                                for i in range(len(corpus.truth))]
+    vectors = cache.encode(stored)
+    floor = min(GRID["min_copied"])
+    found: dict[str, list[list[Pair]]] = {genre.name: [] for genre in corpus.genres}
+    for writer in sorted(set(writers)):
+        rows = [row for row, name in enumerate(writers) if name == writer]
+        neighbourhood = ArrayNeighbourhood(vectors, stored_writers, writer, texts=stored)
+        nearest = neighbourhood.nearest_documents(vectors[rows], TamperConfig().neighbours)
+        for row, neighbours in zip(rows, nearest, strict=True):
+            new = tokens(texts[row])
+            pairs = []
+            for neighbour in neighbours:
+                old = tokens(neighbour.text)
+                vocabulary = {t.word for t in old}
+                if sum(t.word in vocabulary for t in new) < floor * len(new):
+                    continue  # no setting of the grid could call it a copy
+                alignment = align(old, new)
+                pairs.append(Pair(neighbour.similarity, alignment.copied, alignment.words,
+                                  len(alignment.facts), len(alignment.wording)))
+            found[genres[row]].append(pairs)
+    return found
+
+
+def sweep(tampered_pairs: list[list[Pair]], clean_pairs: list[list[Pair]],
+          genres: dict[str, list[list[Pair]]]) -> None:
+    """Training recall and clean false-positive rates over the grid, and the rule's choice:
+    at most 0.5% (the budget ``theta`` was chosen under) of the clean near-neighbours *and* of
+    every calibration genre's training windows fired on; then the highest recall; then the
+    most distinct facts (an attacker may change more than one); then the lowest
+    ``min_copied`` (the loosest under the budget, as for ``theta``); then the highest
+    ``min_words`` (the most cautious about short template sentences)."""
     copies = [max(pairs, key=lambda p: p.copied) for pairs in tampered_pairs if pairs]
     print("\nThreshold sweep on the training split: tampered copies caught / clean "
-          "near-neighbours flagged (any weight)")
+          "near-neighbours flagged (any weight) / worst genre's training windows flagged")
     print(f"  each tampered copy's best pair: copied share >= "
           f"{min(p.copied for p in copies):.3f}, copied words >= "
           f"{min(p.words for p in copies)}, distinct facts <= {max(p.facts for p in copies)}, "
           f"embedding similarity >= {min(p.similarity for p in copies):.3f}")
+    print("  genre training windows: " + ", ".join(f"{name} {len(rows)}"
+                                                   for name, rows in genres.items()))
     best = None
     for max_facts in GRID["max_facts"]:
         print(f"  max_facts={max_facts}; rows min_copied, columns min_words")
-        print(" " * 8 + "".join(f"{w:>16}" for w in GRID["min_words"]))
+        print(" " * 8 + "".join(f"{w:>24}" for w in GRID["min_words"]))
         for min_copied in GRID["min_copied"]:
             cells = []
             for min_words in GRID["min_words"]:
@@ -334,14 +376,19 @@ def sweep(tampered_pairs: list[list[Pair]], clean_pairs: list[list[Pair]]) -> No
                                       max_facts=max_facts)
                 recall = float(np.mean([fires(p, config) for p in tampered_pairs]))
                 clean = float(np.mean([fires(p, config) for p in clean_pairs]))
-                cells.append(f"{recall:.3f}/{clean:.2%}")
-                key = (clean <= 0.005, recall, -min_copied, min_words, max_facts)
+                rates = {name: float(np.mean([fires(p, config) for p in rows]))
+                         for name, rows in genres.items()}
+                worst = max(rates.values())
+                cells.append(f"{recall:.3f}/{clean:.2%}/{worst:.2%}")
+                key = (clean <= 0.005 and worst <= 0.005, recall, max_facts, -min_copied,
+                       min_words)
                 if best is None or key > best[0]:
-                    best = (key, config, recall, clean)
-            print(f"{min_copied:>8}" + "".join(f"{c:>16}" for c in cells))
-    _, config, recall, clean = best
+                    best = (key, config, recall, clean, rates)
+            print(f"{min_copied:>8}" + "".join(f"{c:>24}" for c in cells))
+    _, config, recall, clean, rates = best
     print(f"  chosen: min_copied={config.min_copied}, min_words={config.min_words}, "
-          f"max_facts={config.max_facts} (training recall {recall:.3f}, clean {clean:.2%})")
+          f"max_facts={config.max_facts} (training recall {recall:.3f}, clean {clean:.2%}; "
+          + ", ".join(f"{name} {rate:.2%}" for name, rate in rates.items()) + ")")
 
 
 def main() -> None:
@@ -350,16 +397,18 @@ def main() -> None:
     parser.add_argument("--corpus-limit", type=int, default=0,
                         help="documents read per clean corpus (0: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--calibration-cache", type=Path, default=Path(".trishield/calibration"),
+                        help="--split train: the calibration's --out (its embedding cache; "
+                             "missing embeddings are computed and added)")
     args = parser.parse_args()
     started = time.perf_counter()
-    embedder = CachedEmbedder(knowledge_base.DEFAULT_EMBEDDING_MODEL)
-    knowledge_base.load_embedder = lambda name: embedder
-    knowledge_base.LexicalIndex.build = staticmethod(_no_bm25)
+    use_fast_kbs()
     inputs = build_inputs(args)
     depth = TamperConfig().neighbours
     print(f"ring1_tamper: {' '.join(sys.argv[1:]) or '(defaults)'}; split {args.split}: "
           f"{len(inputs['targets'])} targets, {len(inputs['originals'])} ground-truth "
-          f"passages; clean {', '.join(CLEAN[args.split])}; TamperConfig {TamperConfig()}")
+          f"passages; clean: the {args.split} half of {', '.join(CLEAN)}; split seed "
+          f"{SPLIT_SEED}; TamperConfig {TamperConfig()}")
     with tempfile.TemporaryDirectory(prefix="ring1-tamper-") as temporary:
         work = Path(temporary)
         base = build_base(work, inputs["originals"], inputs["base"], args.seed)
@@ -391,7 +440,8 @@ def main() -> None:
         evidence(clean)
         if args.split == "train":
             sweep([attacked.pairs[d.id] for d in attacks],
-                  [clean.pairs[d.id] for d in probes if d.id in clean.pairs])
+                  [clean.pairs[d.id] for d in probes if d.id in clean.pairs],
+                  genre_pairs(args.calibration_cache))
     print(f"\n({time.perf_counter() - started:.0f} s)")
 
 

@@ -15,6 +15,7 @@ import pickle
 import numpy as np
 import pytest
 
+from trishield.eval import calibration as calibration_module
 from trishield.eval import genres as genres_module
 from trishield.eval.calibration import (
     DETECTORS,
@@ -37,6 +38,7 @@ from trishield.eval.obfuscations import OBFUSCATIONS
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
 from trishield.rings.outlier import stored_outlier_scores
 from trishield.rings.patterns import PatternWeights
+from trishield.rings.tamper import TamperConfig, tampered_copies
 
 HANDFUL = 12
 MAX_HELD_OUT_FPR = 0.01
@@ -209,3 +211,62 @@ def test_obfuscations_keep_the_text_readable():
         rewritten = rewrite(text)
         assert rewritten != text, name
     assert set(PatternWeights().__dataclass_fields__) == set(DETECTORS)
+
+
+ORIGINAL = ("The Eiffel Tower was completed in 1889 for the World's Fair in Paris. It was "
+            "designed by the engineering company of Gustave Eiffel and stands 330 metres tall "
+            "on the Champ de Mars, where it remains the most visited paid monument in the "
+            "world, with millions of visitors every year.")
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
+def test_array_neighbourhood_finds_documents_of_other_writers_only():
+    rng = np.random.default_rng(2)
+    vectors = np.stack([_unit(rng.normal(size=8)) for _ in range(6)])
+    writers = ["a", "a", "b", "b", "c", "newcomer"]
+    texts = [f"text {i}" for i in range(6)]
+    neighbourhood = ArrayNeighbourhood(vectors, writers, "newcomer", texts=texts,
+                                       tiers=["neutral"] * 5 + ["untrusted"])
+    [row] = neighbourhood.nearest_documents(vectors[5:6], 3)
+    assert len(row) == 3 and all(n.writer != "newcomer" for n in row)
+    similarities = [n.similarity for n in row]
+    assert similarities == sorted(similarities, reverse=True)
+    # the nearest one is the stored vector most similar to the query
+    best = int(np.argmax(vectors[:5] @ vectors[5]))
+    assert row[0].doc_id == f"stored:{best}" and row[0].text == texts[best]
+    # the writer's own documents are never neighbours
+    [own] = ArrayNeighbourhood(vectors, writers, "a", texts=texts).nearest_documents(
+        vectors[:1], 10)
+    assert {n.writer for n in own} == {"b", "c", "newcomer"}
+    with pytest.raises(ValueError, match="without the stored texts"):
+        ArrayNeighbourhood(vectors, writers, "newcomer").nearest_documents(vectors[:1], 3)
+    with pytest.raises(ValueError, match="2 texts for 6 stored vectors"):
+        ArrayNeighbourhood(vectors, writers, "newcomer", texts=texts[:2])
+
+
+def test_the_calibration_scores_tampered_copies_as_ingest_does():
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=8)
+    stored = np.stack([_unit(base), _unit(rng.normal(size=8))])
+    neighbourhood = ArrayNeighbourhood(stored, ["wiki-0", "wiki-1"], "newcomer",
+                                       texts=[ORIGINAL, "Unrelated text about rivers."])
+    copy = ORIGINAL.replace("1889", "1901")
+    vectors = np.stack([_unit(base + 0.01), _unit(rng.normal(size=8))])
+    texts = [copy, "The river floods each spring and the town moves its market uphill."]
+    weights = calibration_module._tamper_weights(["new:0", "new:1"], texts, vectors,
+                                                 neighbourhood)
+    assert weights.tolist() == [TamperConfig().weight, 0.0]
+    signals = text_signals(texts, np.zeros(2), weights)
+    setting = Setting.of(GuardConfig())
+    guard = IngestGuard()
+    hits = tampered_copies(["new:0", "new:1"], texts, ["neutral"] * 2, vectors, neighbourhood,
+                           TamperConfig())
+    expected = [guard.judge(str(i), text, s_out=0.0,
+                            extra=() if hit is None else (hit.hit(),)).combined
+                for i, (text, hit) in enumerate(zip(texts, hits, strict=True))]
+    assert np.allclose(signals.combined(setting), expected)
+    assert signals.combined(setting)[0] >= setting.theta  # the copy is blocked
+    assert calibration_module._row(signals, setting)["tampered_copy_fired"] == 1

@@ -32,6 +32,14 @@ DOCUMENTATION = [
     "``Did It for the Girl'' is a song recorded by American country music artist Greg Bates.",
     "Who dat? is an English idiom originating from New Orleans.",
     "Whatever you choose, keep the setting consistent across projects.",
+    # a question that is the subject of its sentence: a title, named, not asked
+    "Where Does it Hurt? is a 1972 American comedy film written and directed by Rod Amateau.",
+    "Where Are You Going, Alfonso XII? is a 1959 Spanish historical drama film.",
+    "What Did You Eat Yesterday? was adapted into a television series in 2019.",
+    # a window cut mid-sentence: have as the main verb, not an inverted auxiliary
+    "has a star on the Hollywood Walk of Fame at 6800 Hollywood Boulevard.",
+    "had the most successful panel of the month, moderated by a guest host.",
+    "have a look at the options listed below before you start.",
     # a question mark that does not end a question
     "Boy or Girl? is a 1960 Kannada film.",
     "Man's Favorite Sport?",
@@ -59,6 +67,9 @@ QUESTIONS = [
     "does the jungle book take place in india",
     "is there a 4th book in the kane chronicles",
     "do all private schools have uniforms in america",
+    "has the us ever won the world cup",
+    "had the film been released before the war",
+    "have the beatles played in australia",
     # with a question mark, whatever the opening
     "Who won the American League pennant in 2017?",
     "Can opened software be refunded?",

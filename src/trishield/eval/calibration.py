@@ -13,7 +13,11 @@ writers (a seeded draw per source document, so a writer writes whole documents),
 BEIR-NQ ground-truth passages of the 100 targets among the wiki writers (so that the poisons
 meet the real passages about their topic, as in a real KB). A training passage is scored as
 if its writer were writing it now (its own writer's documents are not its neighbours); a
-held-out passage, a wiki5k passage and a poison are scored as a new writer's documents.
+held-out passage, a wiki5k passage and a poison are scored as a new writer's documents. The
+``tampered_copy`` detector runs against the same simulated KB (``nearest_documents``: the
+stored passages of other writers nearest to each text, aligned as at ingest), so the rates
+below are those of the whole of Ring 1; its thresholds are ``TamperConfig``'s (chosen by
+``benchmarks/ring1_tamper.py --split train``), not searched here.
 
 The rule (:func:`choose`), over a grid of the combination weights (``w_perp``, ``w_pat``,
 ``w_out``, summing to 1), of the pattern weights that the poisons and clean text actually fire
@@ -49,8 +53,12 @@ prints the table and writes ``DIR/calibration.json`` and an embedding cache
 (``DIR/embeddings-<model>.npz``, so a rerun embeds nothing); without ``--out`` nothing is
 written. ``--cap N`` limits each half of a genre to N passages (default 2,000; 0: all). A cold
 run embeds about 17,000 texts (some 20 minutes on two busy cores); a rerun with the cache in
-``--out``, about two minutes. The defaults in ``GuardConfig`` are this rule's fixed point: run
-from them, it chooses them again.
+``--out``, about two minutes. The defaults in ``GuardConfig`` were this rule's fixed point
+until the detector changes that followed (``authority_once``, the title and *have* question
+rules, ``tampered_copy`` in the calibration): run from them now, it picks ``w_pat`` 0.7,
+``w_out`` 0.1, ``theta`` 0.33, ``question_inside`` 0.15, ``obfuscated_text`` 0.4 (email's
+training false positives 5 -> 3 of 291, the same training recall). The defaults stay until
+that setting is measured on the other attack families (docs/design.md, Ring 1).
 """
 
 from __future__ import annotations
@@ -70,11 +78,12 @@ from trishield.eval.genres import GENRES, Genre, load_genre
 from trishield.eval.obfuscations import OBFUSCATIONS
 from trishield.kb.datasets import DATASETS, load_named
 from trishield.kb.neighbourhood import REFERENCE_PER_WRITER, REFERENCE_SIZE
-from trishield.kb.screening import ReferenceSample
+from trishield.kb.screening import ReferenceSample, StoredNeighbour
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
 from trishield.rings.ingest_guard import GuardConfig, perplexity_score
 from trishield.rings.outlier import stored_outlier_scores
 from trishield.rings.patterns import PatternWeights, detect_patterns
+from trishield.rings.tamper import TamperConfig, tampered_copies
 
 SPLIT_SEED = 0
 WRITERS_PER_GENRE = 5
@@ -117,6 +126,9 @@ class Signals:
     """(n, detectors) booleans, columns in :data:`DETECTORS` order."""
     s_out: np.ndarray
     """0 where no ``S_out`` could be measured."""
+    tamper: np.ndarray | None = None
+    """The ``tampered_copy`` hit's weight (0: none) as ingest finds it against the simulated
+    KB; its weights are ``TamperConfig``'s, not searched, so it is kept as a weight."""
 
     def __len__(self) -> int:
         return len(self.s_perp_len)
@@ -124,19 +136,23 @@ class Signals:
     def combined(self, setting: Setting, *, with_out: bool = True) -> np.ndarray:
         weights = np.array([setting.patterns.get(name, getattr(PatternWeights(), name))
                             for name in DETECTORS])
-        s_pat = 1.0 - np.prod(np.where(self.fired, 1.0 - weights, 1.0), axis=1)
-        c = setting.w_perp * self.s_perp_len + setting.w_pat * s_pat
+        remaining = np.prod(np.where(self.fired, 1.0 - weights, 1.0), axis=1)
+        if self.tamper is not None:
+            remaining = remaining * (1.0 - self.tamper)
+        c = setting.w_perp * self.s_perp_len + setting.w_pat * (1.0 - remaining)
         return c + setting.w_out * self.s_out if with_out else c
 
 
-def text_signals(texts: Sequence[str], s_out: np.ndarray | None = None) -> Signals:
-    """``S_perp_len`` and the fired detectors (no query: as at ingest)."""
+def text_signals(texts: Sequence[str], s_out: np.ndarray | None = None,
+                 tamper: np.ndarray | None = None) -> Signals:
+    """``S_perp_len`` and the fired detectors (no query: as at ingest); ``S_out`` and the
+    ``tampered_copy`` weights, where given, come from the neighbourhood."""
     fired = np.zeros((len(texts), len(DETECTORS)), dtype=bool)
     for row, text in enumerate(texts):
         for hit in detect_patterns(text):
             fired[row, DETECTORS.index(hit.name)] = True
     perp = np.array([perplexity_score(text)["s_perp_len"] for text in texts])
-    return Signals(perp, fired, np.zeros(len(texts)) if s_out is None else s_out)
+    return Signals(perp, fired, np.zeros(len(texts)) if s_out is None else s_out, tamper)
 
 
 @dataclass(frozen=True)
@@ -171,12 +187,25 @@ class Setting:
 class ArrayNeighbourhood:
     """:class:`~trishield.kb.screening.Neighbourhood` over vectors in memory, built the way
     ``trishield.kb.neighbourhood.StoredNeighbourhood`` is (same per-writer cap and sample
-    size; one vector per document, as each passage here is one chunk)."""
+    size; one vector per document, as each passage here is one chunk).
+
+    With ``texts`` it also answers :meth:`nearest_documents`, so the ``tampered_copy``
+    detector runs as at ingest; each stored passage is document ``stored:<row>`` of tier
+    ``tiers[row]`` (``neutral`` by default)."""
 
     def __init__(self, vectors: np.ndarray, writers: Sequence[str], writer: str, *,
-                 seed: int = 0):
+                 seed: int = 0, texts: Sequence[str] | None = None,
+                 tiers: Sequence[str] | None = None):
+        if texts is not None and len(texts) != len(vectors):
+            raise ValueError(f"{len(texts)} texts for {len(vectors)} stored vectors")
+        if tiers is not None and len(tiers) != len(vectors):
+            raise ValueError(f"{len(tiers)} tiers for {len(vectors)} stored vectors")
+        if len(writers) != len(vectors):
+            raise ValueError(f"{len(writers)} writers for {len(vectors)} stored vectors")
         self.vectors = vectors
         self.writers = np.asarray(writers, dtype=object)
+        self.texts = texts
+        self.tiers = tiers
         self._writer = writer
         self._seed = seed
 
@@ -219,8 +248,29 @@ class ArrayNeighbourhood:
             writers += [name] * len(indices)
         return ReferenceSample(self.vectors[rows], tuple(writers))
 
+    def nearest_documents(self, vectors: np.ndarray, k: int) -> list[list[StoredNeighbour]]:
+        """The stored passages by other writers nearest to each row, best first (one chunk
+        per document here, so each of the ``k`` nearest chunks is its own document)."""
+        if self.texts is None:
+            raise ValueError("this neighbourhood was built without the stored texts")
+        rows = np.flatnonzero(self._mask(None))
+        found: list[list[StoredNeighbour]] = []
+        for start in range(0, len(vectors), 1024):
+            similarity = vectors[start:start + 1024] @ self.vectors[rows].T
+            depth = min(k, len(rows))
+            top = np.argsort(-similarity, axis=1, kind="stable")[:, :depth]
+            for line, picks in zip(similarity, top, strict=True):
+                found.append([StoredNeighbour(
+                    doc_id=f"stored:{rows[p]}", chunk_id=f"stored:{rows[p]}#0",
+                    writer=str(self.writers[rows[p]]),
+                    tier="neutral" if self.tiers is None else self.tiers[rows[p]],
+                    text=self.texts[rows[p]], similarity=float(line[p])) for p in picks])
+        return found
 
-def _writer_of(unit: str, genre: str, seed: int) -> str:
+
+def writer_of(unit: str, genre: str, seed: int) -> str:
+    """The simulated KB's writer of a unit (one of :data:`WRITERS_PER_GENRE` per genre, a
+    seeded draw per unit, so that a writer writes whole documents)."""
     digest = hashlib.sha256(f"{seed}:{unit}".encode()).digest()
     return f"{genre}-{digest[0] % WRITERS_PER_GENRE}"
 
@@ -311,18 +361,23 @@ def measure(corpus: Corpus, cache: EmbeddingCache) -> dict[str, Signals]:
     stored_writers: list[str] = []
     for genre in corpus.genres:
         stored_texts += [p.text for p in genre.train]
-        stored_writers += [_writer_of(p.unit, genre.name, SPLIT_SEED) for p in genre.train]
+        stored_writers += [writer_of(p.unit, genre.name, SPLIT_SEED) for p in genre.train]
     wiki_writers = [f"wiki-{i % WRITERS_PER_GENRE}" for i in range(len(corpus.truth))]
     vectors = cache.encode(stored_texts + corpus.truth)
     writers = stored_writers + wiki_writers
+    every_text = stored_texts + corpus.truth
     # a training passage, as if its writer were writing it now
     train_out = np.zeros(len(stored_texts))
+    train_tamper = np.zeros(len(stored_texts))
     for writer in sorted(set(stored_writers)):
         rows = np.flatnonzero(np.asarray(stored_writers, dtype=object) == writer)
-        scores = stored_outlier_scores(vectors[rows],
-                                       ArrayNeighbourhood(vectors, writers, writer))
+        neighbourhood = ArrayNeighbourhood(vectors, writers, writer, texts=every_text)
+        scores = stored_outlier_scores(vectors[rows], neighbourhood)
         if scores.scores is not None:
             train_out[rows] = scores.scores
+        train_tamper[rows] = _tamper_weights([f"stored:{row}" for row in rows],
+                                             [stored_texts[row] for row in rows],
+                                             vectors[rows], neighbourhood)
     # everything else as a new writer's documents
     newcomer: dict[str, list[str]] = {f"held:{g.name}": [p.text for p in g.held_out]
                                       for g in corpus.genres}
@@ -335,21 +390,35 @@ def measure(corpus: Corpus, cache: EmbeddingCache) -> dict[str, Signals]:
     newcomer["wiki5k"] = corpus.wiki5k
     texts = [t for group in newcomer.values() for t in group]
     new_vectors = cache.encode(texts)
-    outliers = stored_outlier_scores(new_vectors, ArrayNeighbourhood(vectors, writers,
-                                                                     "calibration-newcomer"))
+    neighbourhood = ArrayNeighbourhood(vectors, writers, "calibration-newcomer",
+                                       texts=every_text)
+    outliers = stored_outlier_scores(new_vectors, neighbourhood)
     new_out = np.zeros(len(texts)) if outliers.scores is None else outliers.scores
+    new_tamper = _tamper_weights([f"new:{i}" for i in range(len(texts))], texts, new_vectors,
+                                 neighbourhood)
     signals: dict[str, Signals] = {}
     start = 0
     for genre in corpus.genres:
         n = len(genre.train)
         signals[f"train:{genre.name}"] = text_signals([p.text for p in genre.train],
-                                                      train_out[start:start + n])
+                                                      train_out[start:start + n],
+                                                      train_tamper[start:start + n])
         start += n
     start = 0
     for name, group in newcomer.items():
-        signals[name] = text_signals(group, new_out[start:start + len(group)])
-        start += len(group)
+        end = start + len(group)
+        signals[name] = text_signals(group, new_out[start:end], new_tamper[start:end])
+        start = end
     return signals
+
+
+def _tamper_weights(ids: list[str], texts: list[str], vectors: np.ndarray,
+                    neighbourhood: ArrayNeighbourhood) -> np.ndarray:
+    """The ``tampered_copy`` weight of each text as ingest computes it (every writer
+    ``neutral``: equal tiers, so a fact changed in a copy weighs the full ``weight``)."""
+    copies = tampered_copies(ids, texts, ["neutral"] * len(ids), vectors, neighbourhood,
+                             TamperConfig())
+    return np.array([0.0 if copy is None else copy.weight for copy in copies])
 
 
 # -- the choice ------------------------------------------------------------------------------
@@ -422,8 +491,27 @@ def _row(signals: Signals, setting: Setting) -> dict[str, object]:
     n = len(signals)
     text_only = int(np.sum(signals.combined(setting, with_out=False) >= setting.theta))
     with_out = int(np.sum(signals.combined(setting) >= setting.theta))
+    tampered = 0 if signals.tamper is None else int(np.sum(signals.tamper > 0))
     return {"n": n, "text_only": text_only, "with_s_out": with_out,
-            "text_only_rate": text_only / max(1, n), "with_s_out_rate": with_out / max(1, n)}
+            "text_only_rate": text_only / max(1, n), "with_s_out_rate": with_out / max(1, n),
+            "tampered_copy_fired": tampered}
+
+
+def blocked_detail(texts: Sequence[str], signals: Signals, setting: Setting,
+                   limit: int = 40) -> list[dict[str, object]]:
+    """What blocked each blocked text (with ``S_out``): the fired detectors, the scores and
+    the text's opening; reported for the *training* halves, the only ones a fix may read."""
+    combined = signals.combined(setting)
+    found = []
+    for row in np.flatnonzero(combined >= setting.theta)[:limit]:
+        fired = [name for name, on in zip(DETECTORS, signals.fired[row], strict=True) if on]
+        if signals.tamper is not None and signals.tamper[row] > 0:
+            fired.append(f"tampered_copy({signals.tamper[row]})")
+        found.append({"c": round(float(combined[row]), 4), "fired": fired,
+                      "s_out": round(float(signals.s_out[row]), 4),
+                      "s_perp_len": round(float(signals.s_perp_len[row]), 4),
+                      "opening": texts[row][:160]})
+    return found
 
 
 def evaluate(signals: dict[str, Signals], genres: Sequence[str],
@@ -466,12 +554,16 @@ def calibrate(*, cap: int | None = DEFAULT_CAP, out: Path | None = None,
         "wiki5k": len(corpus.wiki5k),
         "chosen": evaluate(signals, names, chosen),
         "current": evaluate(signals, names, current),
+        "train_blocked_by_chosen": {
+            g.name: blocked_detail([p.text for p in g.train], signals[f"train:{g.name}"],
+                                   chosen) for g in corpus.genres},
         "candidates": candidates,
     }
 
 
 def _cell(row: dict[str, object]) -> str:
-    return f"{row['text_only']}/{row['with_s_out']} of {row['n']}"
+    tampered = f" [t{row['tampered_copy_fired']}]" if row.get("tampered_copy_fired") else ""
+    return f"{row['text_only']}/{row['with_s_out']} of {row['n']}{tampered}"
 
 
 def table(report: dict[str, object]) -> str:
@@ -490,7 +582,8 @@ def table(report: dict[str, object]) -> str:
         patterns = ", ".join(f"{k}={setting['patterns'][k]}" for k in TUNED)
         lines.append(f"{name:<8} w_perp={setting['w_perp']} w_pat={setting['w_pat']} "
                      f"w_out={setting['w_out']} theta={setting['theta']}; {patterns}")
-    lines += ["", "blocked, text only / with S_out (C >= theta)",
+    lines += ["", "blocked, text only / with S_out (C >= theta); [tN]: tampered_copy fired on "
+              "N (both columns include it)",
               f"{'set':<36}{'current':>24}{'chosen':>24}"]
 
     def add(label: str, left: dict, right: dict) -> None:

@@ -21,6 +21,10 @@ little use for them. What counts, and what deliberately does not:
   were written with an invisible character between letters (a soft hyphen included) or with a
   disguised letter. This catches what the two rules above let pass for fear of false
   positives: soft hyphens, whole words in Cyrillic look-alikes, whole words in fullwidth.
+- **A text written in disguise** (:func:`written_in_disguise`): most of what reads as ASCII
+  letters is disguised. Stray look-alikes occur in scraped text; a whole English text in
+  Cyrillic look-alikes or fullwidth forms does not, and it also hides from the embedding (its
+  vector lies far from the text it reads as, so the dense search cannot find what it copies).
 """
 
 from __future__ import annotations
@@ -121,6 +125,32 @@ def obfuscated_words(text: str) -> list[Obfuscation]:
         if suspicious:
             found.append(Obfuscation(word, _unique(suspicious)))
     return found
+
+
+DISGUISE_SHARE = 0.5
+"""At least this share of the letters that read as ASCII are disguised ..."""
+DISGUISE_LETTERS = 20
+"""... at least this many of them (a fullwidth acronym or two in a Japanese text is not it) ..."""
+FOREIGN_SHARE = 0.1
+"""... and at most this many other letters (non-ASCII, not disguised) per letter that reads as
+ASCII: a Russian, Greek or Japanese text has many letters with no ASCII look-alike (и,
+л, λ, kana), a text disguised letter by letter has none."""
+
+
+def written_in_disguise(text: str) -> Obfuscation | None:
+    """The text's disguised letters, when the text as a whole is written in them (see the
+    module); evidence: how many of how many, and the first characters named."""
+    if text.isascii():
+        return None
+    letters = [ch for ch in text if ch.isalpha()]
+    disguised = [ch for ch in letters if not ch.isascii() and is_disguised_letter(ch)]
+    reading = sum(ch.isascii() for ch in letters) + len(disguised)
+    foreign = len(letters) - reading
+    if (len(disguised) < DISGUISE_LETTERS or len(disguised) < DISGUISE_SHARE * reading
+            or foreign > FOREIGN_SHARE * reading):
+        return None
+    return Obfuscation(f"{len(disguised)} of {reading} letters that read as ASCII",
+                       _unique(disguised))
 
 
 def disguises(span: str) -> Obfuscation | None:

@@ -19,7 +19,7 @@ from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.rings.config_types import CONFIG, Unit
 from trishield.rings.normalise import Normalised, lowered, normalise, visible
-from trishield.rings.obfuscation import disguises, obfuscated_words
+from trishield.rings.obfuscation import disguises, obfuscated_words, written_in_disguise
 from trishield.rings.questions import questions
 from trishield.text import word_spans, words
 
@@ -35,11 +35,25 @@ INJECTION_PHRASES = (
     "ignore previous instructions", "ignore all previous", "ignore the previous",
     "ignore prior instructions", "disregard previous", "disregard all prior",
     "disregard the above", "forget previous instructions", "forget your instructions",
-    "system update", "system prompt", "new instructions", "you must answer",
+    "system update", "system prompt", "your new instructions", "new instructions:",
+    "new instructions follow", "you must answer",
     "you must respond", "you must reply", "always answer",
     "respond only with", "policy update effective immediately",
     "supersedes all previous", "this message is from the administrator",
 )
+
+"""Instruction phrases addressed to the reader (the model). "New instructions" alone names
+instructions in prose ("New instructions for registering media type handlers", a changelog);
+only addressed ("your new instructions") or as a label ("new instructions:") does it give
+one."""
+
+
+def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+    """A phrase as whole words: "system update" is not in "filesystem updates"."""
+    return re.compile(rf"(?<!\w){re.escape(phrase)}(?!\w)")
+
+
+_PHRASES = {phrase: _phrase_pattern(phrase) for phrase in AUTHORITY_PHRASES + INJECTION_PHRASES}
 
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
@@ -66,12 +80,22 @@ class PatternWeights:
     question_inside: Unit = 0.25
     query_verbatim: Unit = 0.8
     authority: Unit = 0.5
+    """Two or more distinct authority phrases: the stacked appeals of poison boilerplate
+    ("according to verified records from multiple independent sources, the answer is")."""
+    authority_once: Unit = 0.3
+    """A single authority phrase: ordinary prose has one now and then ("was officially
+    confirmed", "an undisputed fact"), so alone it flags (``0.6 * 0.3 = 0.18``) and blocks
+    only with another detector, as ``obfuscated_text`` does."""
     injection: Unit = 0.9
     encoded_payload: Unit = 0.7
     obfuscated_text: Unit = 0.3
     """Alone it flags (``0.6 * 0.3 = 0.18``: over ``flag_theta``, under ``theta``); with any
     other detector it blocks. Scraped text has stray invisible characters; hiding a trigger
     with them is what a poison does."""
+    disguised_text: Unit = 0.5
+    """The text as a whole is written in look-alike or styled letters (most of what reads as
+    ASCII is disguised): no stray characters of scraped text, and hidden from the embedding
+    that would find the text it copies; blocks alone (``0.6 * 0.5 = 0.3``)."""
 
 
 def _decodes_to_text(blob: bytes) -> str | None:
@@ -148,19 +172,28 @@ def detect_patterns(text: str, *, query: str | None = None,
         hits.append(PatternHit("query_verbatim", weights.query_verbatim, visible(span)[:120]))
     payloads = encoded_payloads(plain.text)
     decoded = lowered(normalise(" ".join(payloads))).text
-    for name, phrases, weight in (("authority", AUTHORITY_PHRASES, weights.authority),
-                                  ("injection", INJECTION_PHRASES, weights.injection)):
+    for name, phrases in (("authority", AUTHORITY_PHRASES), ("injection", INJECTION_PHRASES)):
         matched = []
+        covered: list[tuple[int, int]] = []  # where in the text, to count distinct appeals
         for phrase in phrases:
-            at = folded.text.find(phrase)
-            if at >= 0:
-                span = folded.original_span(at, at + len(phrase))
+            found = _PHRASES[phrase].search(folded.text)
+            if found:
+                if any(found.start() < end and start < found.end() for start, end in covered):
+                    continue  # "according to verified" inside "... verified records"
+                covered.append(found.span())
+                span = folded.original_span(*found.span())
                 triggers.append(span)
                 matched.append(visible(" ".join(span.split())))
-            elif phrase in decoded:
+            elif _PHRASES[phrase].search(decoded):
                 matched.append(phrase)
-        if matched:
-            hits.append(PatternHit(name, weight, ", ".join(matched[:4])))
+        if not matched:
+            continue
+        if name == "injection":
+            hits.append(PatternHit(name, weights.injection, ", ".join(matched[:4])))
+        elif len(matched) >= 2:
+            hits.append(PatternHit("authority", weights.authority, ", ".join(matched[:4])))
+        else:
+            hits.append(PatternHit("authority_once", weights.authority_once, matched[0]))
     if payloads:
         hits.append(PatternHit("encoded_payload", weights.encoded_payload, payloads[0][:120]))
     obfuscations = [o for o in map(disguises, triggers) if o]
@@ -169,6 +202,9 @@ def detect_patterns(text: str, *, query: str | None = None,
     if obfuscations:
         evidence = "; ".join(dict.fromkeys(o.evidence for o in obfuscations[:3]))
         hits.append(PatternHit("obfuscated_text", weights.obfuscated_text, evidence[:240]))
+    disguised = written_in_disguise(text)
+    if disguised:
+        hits.append(PatternHit("disguised_text", weights.disguised_text, disguised.evidence))
     return hits
 
 

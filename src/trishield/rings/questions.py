@@ -38,7 +38,15 @@ cut after every question mark. A sentence of 3-30 words is a question when:
 
 Rules 2 and 3 do not apply to a sentence that opens with a quotation mark: its first words are
 a quoted title ("``Did It for the Girl'' is a song ..."), not its own word order; nor to what
-follows a question mark inside a sentence ("Who dat? is an English idiom").
+follows a question mark inside a sentence ("Who dat? is an English idiom"); nor to a question
+that is the *subject* of the sentence it sits in, its ``?`` followed by the sentence's verb
+("Where Does it Hurt? is a 1972 American comedy film", "Where Are You Going, Alfonso XII?
+was ..."): a title, named, not asked. And in rule 3 a form of *have* followed by a
+determiner is the main verb of a declarative ("has a star on the Walk of Fame", "had the most
+successful panel", as a window cut mid-sentence opens; "have a look at ...") unless a
+participle follows the determiner within three words, the length of a short subject ("has the
+us ever won", "had the film been released"): *have* inverts with its subject only as an
+auxiliary.
 """
 
 from __future__ import annotations
@@ -64,7 +72,12 @@ PREPOSITIONS = frozenset({"in", "on", "at", "for", "from", "to", "by", "with", "
                           "since", "until", "into", "about", "after", "before"})
 DEGREE_WORDS = frozenset({"many", "much", "long", "old", "far", "often", "big", "tall", "large",
                           "high", "deep", "wide", "fast", "soon", "early", "late"})
+HAVE = frozenset({"has", "have", "had"})
+PARTICIPLE_CUES = frozenset({"been", "ever", "never", "already", "yet", "got", "gotten",
+                             "done", "gone", "seen", "won", "made", "become", "come"})
 WINDOW = 5
+SUBJECT_WINDOW = 3
+"""Words after *have* + determiner in which an inverted question's participle shows."""
 MIN_WORDS, MAX_WORDS = 3, 30
 _AFTER_QUESTION_MARK = re.compile(r"(?<=\?)\s+")
 QUOTES = ("\"", "'", "`", "\u201c", "\u2018", "\u00ab")
@@ -116,23 +129,38 @@ def _interrogative_cue(tokens: list[str], has_comma: bool) -> int:
                 return 0
         return first + 2 if word == "how" else 0
     if word in AUXILIARIES and first == 0 and after in POLAR_SUBJECTS and not has_comma:
+        if word in HAVE and after in DETERMINERS and not _participle_follows(following[1:]):
+            return 0  # "has a star on ...": have as the main verb, not inverted
         return 2
     return 0
 
 
-def _sentences(text: str) -> list[tuple[int, int, bool, bool]]:
+def _participle_follows(tokens: list[str]) -> bool:
+    """Whether a past participle (or the adverbs that stand between *have* and one) is among
+    the next :data:`SUBJECT_WINDOW` tokens: regular ones end in -ed, common irregular ones are
+    listed."""
+    return any(token in PARTICIPLE_CUES or (token.endswith("ed") and len(token) > 3)
+               or (token.endswith("en") and len(token) > 4)
+               for token in tokens[:SUBJECT_WINDOW])
+
+
+def _sentences(text: str) -> list[tuple[int, int, bool, bool, bool]]:
     """:func:`sentence_spans`, also cut after a question mark whatever follows it, so that a
     title ending in one ("Who dat? is an English idiom") stays a short sentence of its own.
-    Two flags: *continued*, the rest of such a cut sentence ("is an English idiom"), whose
+    Three flags: *continued*, the rest of such a cut sentence ("is an English idiom"), whose
     first words are not where a question's word order would show; *last*, the last piece of a
-    sentence, whose question mark (if it has one) ends the sentence."""
+    sentence, whose question mark (if it has one) ends the sentence; *subject*, a piece whose
+    ``?`` is followed by the sentence's verb (an auxiliary: "Where Does it Hurt? is a 1972
+    film"), a title that is the subject of the sentence."""
     spans = []
     for start, end in sentence_spans(text):
         continued = False
         for match in _AFTER_QUESTION_MARK.finditer(text, start, end):
-            spans.append((start, match.start(), continued, False))
+            rest = word_spans(text[match.end():end])
+            subject = bool(rest) and rest[0][0] in AUXILIARIES
+            spans.append((start, match.start(), continued, False, subject))
             start, continued = match.end(), True
-        spans.append((start, end, continued, True))
+        spans.append((start, end, continued, True, False))
     return spans
 
 
@@ -149,14 +177,14 @@ def _marked_cue(tokens: list[str]) -> int:
 def questions(text: str) -> list[Question]:
     """The question sentences of ``text``, in order (see the module for the rules)."""
     found = []
-    for number, (start, end, continued, last) in enumerate(_sentences(text)):
+    for number, (start, end, continued, last, subject) in enumerate(_sentences(text)):
         sentence = text[start:end]
         spans = word_spans(sentence)
         if not MIN_WORDS <= len(spans) <= MAX_WORDS:
             continue
         tokens = [word for word, _, _ in spans]
         cue_words = 0
-        if not (continued or sentence.startswith(QUOTES)):
+        if not (continued or subject or sentence.startswith(QUOTES)):
             cue_words = _interrogative_cue(tokens, "," in sentence)
         if not cue_words and last and sentence.endswith("?"):
             cue_words = _marked_cue(tokens)
