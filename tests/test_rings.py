@@ -350,3 +350,15 @@ def test_polarity_of_a_statement_scores_a_bare_yes_or_no() -> None:
     assert polar_support("Yes", "Opened software can be refunded within 30 days.", question)
     assert not polar_support("No", "Shipping is free on orders over $50.", question)
     assert not is_bare_polar("No, it is not") and is_bare_polar("no.")
+
+
+def test_a_citation_mark_does_not_glue_to_the_word_before_it() -> None:
+    """A reader that copies a sentence ending in "spin-off" is supported by the passage that
+    reads "spin-off.[40]" (SQuAD normalisation alone made that "spinoff40")."""
+    from trishield.rings.consensus import supporting_passages
+    from trishield.stages import ContextPassage
+
+    passage = ContextPassage("p#0", "p", "neutral", 1.0,
+                             "Jackie was a regular in the spin-off.[40] She also returned.")
+    assert supporting_passages("Jackie was a regular in the spin-off", [passage],
+                               "who was a regular")

@@ -69,6 +69,15 @@ def canonical_numbers(text: str) -> str:
     return _THOUSANDS.sub("", _DECIMAL_ZEROS.sub(r"\1", text))
 
 
+_BRACKETS = re.compile(r"[\[\](){}]")
+
+
+def _unbracketed(text: str) -> str:
+    """Brackets as spaces: SQuAD normalisation drops punctuation without a space, which glues
+    a citation mark to the word before it ("spin-off.[40]" would read "spinoff40")."""
+    return _BRACKETS.sub(" ", text)
+
+
 def answer_core(answer: str, question: str = "") -> list[str]:
     """The answer's own terms: normalised, stemmed, minus the question's terms and stopwords.
 
@@ -76,8 +85,8 @@ def answer_core(answer: str, question: str = "") -> list[str]:
     core ``["1912"]``, so it agrees with a model that answered just "1912". An answer that only
     echoes the question keeps all its terms (it has no core to compare).
     """
-    tokens = [stem(t) for t in answer_tokens(canonical_numbers(answer))]
-    asked = {stem(t) for t in answer_tokens(canonical_numbers(question))}
+    tokens = [stem(t) for t in answer_tokens(canonical_numbers(_unbracketed(answer)))]
+    asked = {stem(t) for t in answer_tokens(canonical_numbers(_unbracketed(question)))}
     core = [t for t in tokens if t not in asked and t not in STOPWORDS]
     return core or tokens
 
