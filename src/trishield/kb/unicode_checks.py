@@ -32,11 +32,11 @@ A text is refused when nothing in it is visible: a document of zero-width spaces
 from __future__ import annotations
 
 import unicodedata
-from functools import lru_cache
 
 import regex
 from confusable_homoglyphs.categories import alias
-from confusable_homoglyphs.confusables import confusables_data
+
+from trishield.homoglyphs import ascii_prototypes
 
 _IGNORABLE = regex.compile(r"[\p{Cf}\p{Default_Ignorable_Code_Point}]")
 _INVISIBLE_OR_SPACE = regex.compile(r"[\p{Cf}\p{Default_Ignorable_Code_Point}\s]+")
@@ -51,18 +51,6 @@ _SCRIPT_MIXES = (frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
 def describe(character: str) -> str:
     """``U+200B ZERO WIDTH SPACE``: how an error names a character."""
     return f"U+{ord(character):04X} {unicodedata.name(character, 'UNNAMED')}"
-
-
-@lru_cache(maxsize=1)
-def _ascii_prototypes() -> dict[str, str]:
-    table = {}
-    for character, homoglyphs in confusables_data.items():
-        if len(character) != 1 or character.isascii() or len(homoglyphs) != 1:
-            continue
-        prototype = homoglyphs[0]["c"]
-        if prototype.isascii() and unicodedata.normalize("NFD", character) == character:
-            table[character] = prototype
-    return table
 
 
 def _hidden_character(doc_id: str) -> str | None:
@@ -109,7 +97,7 @@ def id_problem(doc_id: str) -> str | None:
                     f"{unicodedata.normalize('NFKC', doc_id)!r}")
         return (f"contains the compatibility character {describe(changed[0])}, which reads "
                 f"as {unicodedata.normalize('NFKC', changed[0])!r}; write that instead")
-    prototypes = _ascii_prototypes()
+    prototypes = ascii_prototypes()
     for word in _words(doc_id):
         scripts = _scripts(word)
         if len(scripts) > 1 and not any(scripts <= allowed for allowed in _SCRIPT_MIXES):

@@ -47,25 +47,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import regex
-from confusable_homoglyphs.confusables import confusables_data
+
+from trishield.homoglyphs import ascii_prototypes
 
 _INVISIBLE = regex.compile(r"[\p{Cf}\p{Default_Ignorable_Code_Point}]")
 _LATIN = regex.compile(r"\p{Script=Latin}")
 _NEUTRAL_SCRIPT = regex.compile(r"[\p{Script=Common}\p{Script=Inherited}]")
 
 
-def _prototypes() -> dict[str, str]:
-    table = {}
-    for character, homoglyphs in confusables_data.items():
-        if len(character) != 1 or character.isascii() or len(homoglyphs) != 1:
-            continue
-        prototype = homoglyphs[0]["c"]
-        if prototype.isascii() and unicodedata.normalize("NFD", character) == character:
-            table[character] = prototype
-    return table
-
-
-ASCII_PROTOTYPES: dict[str, str] = _prototypes()
+ASCII_PROTOTYPES: dict[str, str] = ascii_prototypes()
 """Non-ASCII character -> its TR39 prototype, for the prototypes that are ASCII."""
 
 CAPITAL_I_LOOKALIKES = frozenset(ch for ch, prototype in ASCII_PROTOTYPES.items()
