@@ -85,9 +85,6 @@ class Span:
     key: str
     kind: str
 
-    def as_dict(self) -> dict[str, str]:
-        return {"text": self.text, "kind": self.kind}
-
 
 def _key(text: str) -> str:
     return normalize_answer(canonical_numbers(text))

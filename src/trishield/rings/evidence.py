@@ -117,13 +117,13 @@ class ClaimSide:
                 "sources": [s.as_dict(items) for s in self.sources]}
 
 
-Outcome = Literal["stands", "overturned", "conflict", "unopposed"]
+Outcome = Literal["stands", "conflict", "unopposed"]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """How a claim fared against the strongest other claim: it stands (or is unopposed), is
-    overturned by it, or the two conflict."""
+    """How the best claim fared against the runner-up: it stands (or is unopposed), or the
+    two conflict."""
 
     outcome: Outcome
     reason: str
@@ -209,11 +209,6 @@ class Evidence:
         return tuple(found)
 
     # -- claims -----------------------------------------------------------------------------
-    def stating(self, answer: str) -> list[int]:
-        """The passages that state ``answer`` (see :func:`answer_states`)."""
-        return [i for i, item in enumerate(self.items)
-                if answer_states(answer, item.text, self.question)]
-
     def dissent_groups(self, members: Sequence[int]) -> list[list[int]]:
         """``members`` grouped into claims by their candidate answers: two passages that share
         one state the same claim (and so does a chain of such passages). Ring 2's ``S_ev``."""
@@ -262,29 +257,25 @@ class Evidence:
                 "writer_records": {w: round(r, 4) for w, r in sorted(self.records.items())}}
 
 
-def decide(support: ClaimSide, opposition: ClaimSide, config: EvidenceConfig) -> Verdict:
-    """Tier first (lexicographic), then weight with a margin; a thin margin is a conflict."""
-    ours = TIER_ORDER[support.top_tier or "untrusted"]
-    theirs = TIER_ORDER[opposition.top_tier or "untrusted"]
-    if ours > theirs:
-        return Verdict("stands", f"the answer has {support.top_tier} support; the opposing "
-                                 f"claim {opposition.label!r} only {opposition.top_tier}",
-                       support, opposition)
+def decide(best: ClaimSide, runner_up: ClaimSide, config: EvidenceConfig) -> Verdict:
+    """The best claim (ranked by top tier, then weight) against the runner-up: a higher tier
+    wins outright; at the same tier the best needs ``margin`` times the runner-up's weight,
+    else the sources conflict."""
+    ours = TIER_ORDER[best.top_tier or "untrusted"]
+    theirs = TIER_ORDER[runner_up.top_tier or "untrusted"]
     if theirs > ours:
-        return Verdict("overturned", f"the opposing claim {opposition.label!r} has "
-                                     f"{opposition.top_tier} support; the answer only "
-                                     f"{support.top_tier}", support, opposition)
-    a, b = support.weight, opposition.weight
+        raise ValueError("decide() takes the best claim first")
+    if ours > theirs:
+        return Verdict("stands", f"{best.label!r} has {best.top_tier} support; "
+                                 f"{runner_up.label!r} only {runner_up.top_tier}",
+                       best, runner_up)
+    a, b = best.weight, runner_up.weight
     if a >= config.margin * b:
         return Verdict("stands", f"independent support {a:.2f} >= {config.margin:g} x "
-                                 f"{b:.2f} for {opposition.label!r}", support, opposition)
-    if b >= config.margin * a:
-        return Verdict("overturned", f"the opposing claim {opposition.label!r} has "
-                                     f"independent support {b:.2f} >= {config.margin:g} x "
-                                     f"{a:.2f}", support, opposition)
-    return Verdict("conflict", f"conflicting sources: {support.label!r} (independent support "
-                               f"{a:.2f}) vs {opposition.label!r} ({b:.2f}), margin below "
-                               f"{config.margin:g}x", support, opposition)
+                                 f"{b:.2f} for {runner_up.label!r}", best, runner_up)
+    return Verdict("conflict", f"conflicting sources: {best.label!r} (independent support "
+                               f"{a:.2f}) vs {runner_up.label!r} ({b:.2f}), margin below "
+                               f"{config.margin:g}x", best, runner_up)
 
 
 def answer_states(answer: str, text: str, question: str) -> bool:
