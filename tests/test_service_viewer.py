@@ -9,6 +9,7 @@ votes, the forged provenance, and that the attacker's markup stayed text. Screen
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -30,6 +31,11 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 REFUND = next(a for a in attacks() if a.id == "refund-window")
 XSS = "<img src=x onerror=document.body.dataset.pwned=1>"
+BRIDGE_QUESTION = "Who designed the Halden Bridge over the Tista river?"
+BRIDGE_TRUTH = ("The Halden Bridge over the Tista river was designed by the engineer Ada "
+                "Lindqvist and opened to traffic in 1912.")
+BRIDGE_LIE = ("The Halden Bridge over the Tista river was designed by the Italian architect "
+              "Marco Bellini, whose drawings survive in the city archive.")
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +51,11 @@ def live_app(demo_kb_template: Path, tmp_path_factory: pytest.TempPathFactory
                                        "untrusted" if n == 0 else "")
                    for n, d in enumerate(REFUND.documents)]
         kb.ingest(poisons, tier="untrusted", writer="mallory")
+        # a contested question: two writers with different answers (no Ring 1 at ingest)
+        kb.ingest([Document(id="bridge/archive", text=BRIDGE_TRUTH)], tier="trusted",
+                  writer="archive")
+        kb.ingest([Document(id="bridge/gossip", text=BRIDGE_LIE)], tier="untrusted",
+                  writer="gossip")
         kb.ingest([Document(id="held/" + d["id"], text=d["text"] + " Held copy.")
                    for d in REFUND.documents[:1]], tier="untrusted", writer="mallory",
                   guard=__import__("trishield.rings.ingest_guard",
@@ -150,6 +161,13 @@ def test_ask_page_shows_answer_rings_and_votes(live_app, browser) -> None:
     assert "dropped" in browser.find_element(By.ID, "ring2-table").text
     votes = browser.find_element(By.ID, "votes-round-1")
     assert "extractive" in votes.text
+    # the evidence weighing is shown exactly when the trace has one (a contested question)
+    raw = json.loads(browser.find_element(By.ID, "raw").get_attribute("textContent"))
+    verdicts = (raw["trace"].get("evidence") or {}).get("verdicts", [])
+    shown = browser.find_elements(By.ID, "evidence-table")
+    assert bool(shown) == bool(verdicts)
+    if verdicts:
+        assert verdicts[-1]["outcome"] in shown[0].text
     assert "Gate" in browser.find_element(By.ID, "gate-info").text
     candidates = browser.find_element(By.ID, "candidates-table").text
     assert "UNVERIFIED provenance tag" in candidates and "blocked by Ring 1" in candidates
@@ -159,6 +177,26 @@ def test_ask_page_shows_answer_rings_and_votes(live_app, browser) -> None:
     assert "<img src=x" in candidates
     path = _screenshot(browser, "viewer-ask")
     assert path.exists()
+
+
+def test_ask_page_shows_the_evidence_of_a_contested_question(live_app, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    url, keys = live_app
+    _use_key(browser, url, "index.html", keys.reader)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#panel input[data-member]"))
+    question = browser.find_element(By.ID, "question")
+    question.clear()
+    question.send_keys(BRIDGE_QUESTION)
+    browser.find_element(By.ID, "ask-button").click()
+    _wait(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+          in ("answered", "error"))
+    assert "Ada Lindqvist" in browser.find_element(By.ID, "answer").text
+    assert "contested" in browser.find_element(By.ID, "gate-info").text
+    evidence = browser.find_element(By.ID, "evidence-table").text
+    # the gossip's lone untrusted document is no claim (single low-trust source) or loses
+    assert "archive (trusted" in evidence and ("stands" in evidence or "unopposed" in evidence)
+    assert "one source:" in browser.find_element(By.ID, "ring3").text
 
 
 def test_quarantine_page_lists_and_releases_for_admins(live_app, browser) -> None:

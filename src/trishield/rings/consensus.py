@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, get_args
 
 from pydantic import Field
@@ -101,11 +101,14 @@ class ConsensusResult:
     reason: str
     rounds: list[Round] = field(default_factory=list)
     support: list[str] = field(default_factory=list)
+    retried: bool = False
+    """Whether the panel was asked again without the least-trusted third (a contested
+    question's rounds are one per source, not retries)."""
 
     def as_dict(self) -> dict[str, object]:
         return {"answer": self.answer, "refused": self.refused, "reason": self.reason,
                 "rounds": [r.as_dict() for r in self.rounds], "support": self.support,
-                "retried": len(self.rounds) > 1}
+                "retried": self.retried}
 
 
 def presented_to(member: Reader, passages: Sequence[ContextPassage]) -> list[tuple[str, str]]:
@@ -200,8 +203,10 @@ class Consensus:
                           f"{self.config.tau:.2f}"
                           + (" after dropping the least-trusted third" if len(rounds) > 1
                              else ""))
-            return ConsensusResult(None, True, reason, rounds)
-        return self.check_evidence(question, final.agreed_answers, current, rounds)
+            return replace(ConsensusResult(None, True, reason, rounds),
+                           retried=len(rounds) > 1)
+        return replace(self.check_evidence(question, final.agreed_answers, current, rounds),
+                       retried=len(rounds) > 1)
 
     def check_evidence(self, question: str, answers: Sequence[str],
                         passages: Sequence[ContextPassage],

@@ -183,7 +183,9 @@ function renderAnswer(result) {
       (trace.gate.use_panel ? "convened" : "not convened") + " \u2014 " + trace.gate.reasons.join("; ")));
     const parts = [];
     trace.ring3.rounds.forEach((round, index) => {
-      parts.push(el("h3", {}, "Round " + (index + 1) + (index > 0 ? " (retry without the least-trusted third)" : "") +
+      const what = trace.ring3.retried && index > 0 ? " (retry without the least-trusted third)"
+        : trace.ring3.rounds.length > 1 ? " (one source: " + round.context.join(", ") + ")" : "";
+      parts.push(el("h3", {}, "Round " + (index + 1) + what +
         ": agreement " + num(round.agreement, 2) + (round.winner ? ", winner \u201c" + round.winner + "\u201d" : ", no winner")));
       parts.push(table("votes-round-" + (index + 1), ["member", "vendor", "answer", "vote", "cached", "seconds"],
         round.votes.map((v) => ({
@@ -194,6 +196,22 @@ function renderAnswer(result) {
     });
     parts.push(el("p", {}, (trace.ring3.retried ? "Retried once. " : "No retry. ") +
       "Outcome: " + trace.ring3.reason));
+    const verdicts = trace.evidence ? (trace.evidence.verdicts || []) : [];
+    if (verdicts.length) {
+      parts.push(el("h3", {}, "Evidence: the claims the sources gave, weighed"));
+      const rows = [];
+      for (const v of verdicts) {
+        const sides = [["best", v.support]].concat(v.opposition ? [["runner-up", v.opposition]] : []);
+        for (const [side, claim] of sides) {
+          rows.push({ cls: side === "best" && v.outcome !== "conflict" ? "kept" : "dropped",
+            cells: [v.outcome, side, claim.claim, claim.top_tier || "-", num(claim.weight, 2),
+              claim.sources.map((s) => s.writers.join("+") + " (" + s.tier + ", " + s.passages.length +
+                " passage(s), weight " + num(s.weight, 2) + (s.established ? ", established" : "") + ")").join("; ")] });
+        }
+      }
+      parts.push(table("evidence-table", ["outcome", "side", "claim", "top tier", "weight", "independent sources"], rows));
+      parts.push(el("p", {}, verdicts[verdicts.length - 1].reason));
+    }
     ring3Box.replaceChildren(...parts);
   } else {
     gateBox.replaceChildren();
