@@ -235,6 +235,7 @@ def test_folder_loads_txt_and_md_recursively(tmp_path: Path) -> None:
         "UPPER.MD": "# Upper\nupper body",
         "notes.pdf": b"%PDF-1.4 binary",
         "sub/data.csv": "a,b\n1,2\n",
+        "image.png": b"\x89PNG",
         "README": "no suffix at all",
         ".hidden.md": "# Hidden\nnot loaded",
         ".git/config": "[core]",
@@ -254,7 +255,10 @@ def test_folder_loads_txt_and_md_recursively(tmp_path: Path) -> None:
     assert by_id["sub/deeper/d"].source == str(root / "sub/deeper/d.txt")
     assert by_id["sub/deeper/d"].origin == str(root / "sub/deeper/d.txt")
     assert batch.skipped_files == sorted(
-        [str(root / "README"), str(root / "notes.pdf"), str(root / "sub/data.csv")])
+        [str(root / "README"), str(root / "image.png"), str(root / "sub/data.csv")])
+    # A supported type that cannot be read is reported with its error, not skipped silently.
+    assert [f.path for f in batch.failed_files] == [str(root / "notes.pdf")]
+    assert batch.failed_files[0].error.startswith(f"{root / 'notes.pdf'}: cannot read this PDF")
 
 
 def test_folder_is_deterministic(tmp_path: Path) -> None:
@@ -309,29 +313,42 @@ def test_single_text_file_via_load_path(tmp_path: Path) -> None:
 def test_folder_without_text_files(tmp_path: Path, files: dict[str, str | bytes]) -> None:
     root = make_tree(tmp_path / "corpus", files)
     root.mkdir(exist_ok=True)
-    with pytest.raises(InputError, match=r"no \.txt or \.md files found") as caught:
+    with pytest.raises(InputError, match=r"no document files \(\.txt, \.md, .*\) found") \
+            as caught:
         load_path(root)
     assert str(root) in str(caught.value)
 
 
-def test_folder_non_utf8_file_is_named(tmp_path: Path) -> None:
+def test_folder_non_utf8_file_is_named_and_the_rest_loads(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "corpus", {
         "a.md": "fine",
         "sub/latin1.txt": "caf\xe9".encode("latin-1"),
         "z.md": "fine too",
     })
     bad = root / "sub" / "latin1.txt"
-    with pytest.raises(InputError) as caught:
-        load_path(root)
-    assert str(caught.value).startswith(f"{bad}: not valid UTF-8 (byte 0xe9 at offset 3)")
-    assert caught.value.path == str(bad)
+    batch = load_path(root)
+    assert [d.id for d in batch.documents] == ["a", "z"]
+    (failed,) = batch.failed_files
+    assert failed.path == str(bad)
+    assert failed.error.startswith(f"{bad}: not valid UTF-8 (byte 0xe9 at offset 3)")
+    with pytest.raises(InputError) as caught:  # alone, the same file is an error
+        load_path(bad)
+    assert str(caught.value) == failed.error
 
 
 def test_folder_empty_text_file_is_named(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "corpus", {"a.md": "fine", "blank.txt": "  \n\n"})
-    with pytest.raises(InputError, match="has empty text") as caught:
+    (failed,) = load_path(root).failed_files
+    assert failed.path == str(root / "blank.txt")
+    assert "has empty text" in failed.error
+
+
+def test_folder_where_every_file_fails_is_an_error(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "corpus", {"blank.txt": " ", "bad.pdf": b"%PDF-1.4 junk"})
+    with pytest.raises(InputError, match=r"none of the 2 document file\(s\)") as caught:
         load_path(root)
-    assert caught.value.path == str(root / "blank.txt")
+    assert caught.value.path == str(root)
+    assert str(root / "bad.pdf") in str(caught.value)
 
 
 def test_folder_same_id_from_txt_and_md(tmp_path: Path) -> None:
