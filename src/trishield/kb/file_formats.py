@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 _EXTRACT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _ENCRYPTED = "the PDF is encrypted and needs a password; save a decrypted copy to ingest it"
+_SPACES = re.compile(r"\s+")
+_HTML_BLOCKS = ("p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "ul", "ol", "dl", "dt",
+                "dd", "table", "tr", "td", "th", "section", "article", "header", "footer",
+                "main", "aside", "blockquote", "pre", "figure", "figcaption", "hr", "address")
 _HTML_DROPPED = ("script", "style", "nav", "noscript", "template", "svg", "iframe", "head")
 
 
@@ -112,8 +116,10 @@ def _pdf_pages(reader: PdfReader, path: Path) -> list[Extract]:
 def read_html(path: Path) -> Extract:
     """Visible text of an HTML page: scripts, styles, navigation and hidden elements are
     dropped (they are not what a reader of the page sees, and nav repeats on every page).
-    The title is the ``<title>``, else the first ``<h1>``."""
-    from bs4 import BeautifulSoup
+    Whitespace is read as a browser does (runs collapse; ``<pre>`` keeps its line breaks,
+    not its indentation) and block elements become paragraphs. The title is the
+    ``<title>``, else the first ``<h1>``."""
+    from bs4 import BeautifulSoup, NavigableString
 
     try:
         soup = BeautifulSoup(path.read_bytes(), "lxml")
@@ -126,11 +132,20 @@ def read_html(path: Path) -> Extract:
         if not title:
             heading = soup.find("h1")
             title = heading.get_text(" ", strip=True) if heading else ""
-        text = soup.get_text("\n")
+        for string in list(soup.find_all(string=True)):
+            # Exactly NavigableString: comments and CDATA are subclasses and stay hidden.
+            if type(string) is NavigableString and string.find_parent("pre") is None:
+                string.replace_with(_SPACES.sub(" ", str(string)))
+        for element in soup.find_all("br"):
+            element.replace_with("\n")
+        for element in soup.find_all(_HTML_BLOCKS):
+            element.insert_before("\n\n")
+            element.insert_after("\n\n")
+        text = soup.get_text("")
     except Exception as error:  # third-party parser on an untrusted file
         raise _parser_failed("HTML", path, error) from None
-    lines = (" ".join(line.split()) for line in text.split("\n"))
-    return Extract(text=_clean("\n".join(lines)), title=title)
+    lines = (line.strip(" ") for line in text.split("\n"))
+    return Extract(text=_clean("\n".join(lines)), title=" ".join(title.split()))
 
 
 def read_docx(path: Path) -> Extract:
