@@ -552,7 +552,8 @@ HTML_PAGE = """<!doctype html>
 <style>body { color: red }</style><script>var tracker = "script text";</script></head>
 <body><nav><a href="/">Home</a> | <a href="/about">Navigation text</a></nav>
 <h1>Shipping</h1><p>Parcels   leave the depot
- every Tuesday.</p><div hidden>hidden text</div><noscript>noscript text</noscript>
+ every Tuesday.</p><div hidden>hidden text</div><span style="DISPLAY: none">css hidden</span>
+<p style="visibility:hidden">invisible paragraph</p><noscript>noscript text</noscript>
 <p>Caf\u00e9 deliveries are free. Inline <b>bold</b> stays<!-- a comment --> in its line.</p>
 <pre>  preformatted
     code</pre></body></html>"""
@@ -666,7 +667,7 @@ def test_html_keeps_visible_text_and_drops_script_style_nav_hidden(tmp_path: Pat
                              "Caf\u00e9 deliveries are free. Inline bold stays in its line."
                              "\n\npreformatted\ncode")
     for dropped in ("script text", "color: red", "Navigation text", "hidden text",
-                    "noscript text", "a comment"):
+                    "noscript text", "a comment", "css hidden", "invisible paragraph"):
         assert dropped not in document.text
 
 

@@ -33,6 +33,7 @@ _SPACES = re.compile(r"\s+")
 _HTML_BLOCKS = ("p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "ul", "ol", "dl", "dt",
                 "dd", "table", "tr", "td", "th", "section", "article", "header", "footer",
                 "main", "aside", "blockquote", "pre", "figure", "figcaption", "hr", "address")
+_CSS_HIDDEN = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _HTML_DROPPED = ("script", "style", "nav", "noscript", "template", "svg", "iframe", "head")
 
 
@@ -114,8 +115,10 @@ def _pdf_pages(reader: PdfReader, path: Path) -> list[Extract]:
 
 
 def read_html(path: Path) -> Extract:
-    """Visible text of an HTML page: scripts, styles, navigation and hidden elements are
-    dropped (they are not what a reader of the page sees, and nav repeats on every page).
+    """Visible text of an HTML page: scripts, styles, navigation and hidden elements (the
+    ``hidden`` attribute, inline ``display: none`` / ``visibility: hidden``) are dropped: they
+    are not what a reader of the page sees, nav repeats on every page, and text hidden from
+    the person who reviews a page is a classic way to slip instructions into a KB.
     Whitespace is read as a browser does (runs collapse; ``<pre>`` keeps its line breaks,
     not its indentation) and block elements become paragraphs. The title is the
     ``<title>``, else the first ``<h1>``."""
@@ -128,6 +131,8 @@ def read_html(path: Path) -> Extract:
         for element in soup.find_all(_HTML_DROPPED):
             element.decompose()
         for element in soup.find_all(attrs={"hidden": True}):
+            element.decompose()
+        for element in soup.find_all(style=_CSS_HIDDEN):
             element.decompose()
         if not title:
             heading = soup.find("h1")
