@@ -235,6 +235,7 @@ def test_folder_loads_txt_and_md_recursively(tmp_path: Path) -> None:
         "UPPER.MD": "# Upper\nupper body",
         "notes.pdf": b"%PDF-1.4 binary",
         "sub/data.csv": "a,b\n1,2\n",
+        "image.png": b"\x89PNG",
         "README": "no suffix at all",
         ".hidden.md": "# Hidden\nnot loaded",
         ".git/config": "[core]",
@@ -254,7 +255,10 @@ def test_folder_loads_txt_and_md_recursively(tmp_path: Path) -> None:
     assert by_id["sub/deeper/d"].source == str(root / "sub/deeper/d.txt")
     assert by_id["sub/deeper/d"].origin == str(root / "sub/deeper/d.txt")
     assert batch.skipped_files == sorted(
-        [str(root / "README"), str(root / "notes.pdf"), str(root / "sub/data.csv")])
+        [str(root / "README"), str(root / "image.png"), str(root / "sub/data.csv")])
+    # A supported type that cannot be read is reported with its error, not skipped silently.
+    assert [f.path for f in batch.failed_files] == [str(root / "notes.pdf")]
+    assert batch.failed_files[0].error.startswith(f"{root / 'notes.pdf'}: cannot read this PDF")
 
 
 def test_folder_is_deterministic(tmp_path: Path) -> None:
@@ -309,29 +313,42 @@ def test_single_text_file_via_load_path(tmp_path: Path) -> None:
 def test_folder_without_text_files(tmp_path: Path, files: dict[str, str | bytes]) -> None:
     root = make_tree(tmp_path / "corpus", files)
     root.mkdir(exist_ok=True)
-    with pytest.raises(InputError, match=r"no \.txt or \.md files found") as caught:
+    with pytest.raises(InputError, match=r"no document files \(\.txt, \.md, .*\) found") \
+            as caught:
         load_path(root)
     assert str(root) in str(caught.value)
 
 
-def test_folder_non_utf8_file_is_named(tmp_path: Path) -> None:
+def test_folder_non_utf8_file_is_named_and_the_rest_loads(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "corpus", {
         "a.md": "fine",
         "sub/latin1.txt": "caf\xe9".encode("latin-1"),
         "z.md": "fine too",
     })
     bad = root / "sub" / "latin1.txt"
-    with pytest.raises(InputError) as caught:
-        load_path(root)
-    assert str(caught.value).startswith(f"{bad}: not valid UTF-8 (byte 0xe9 at offset 3)")
-    assert caught.value.path == str(bad)
+    batch = load_path(root)
+    assert [d.id for d in batch.documents] == ["a", "z"]
+    (failed,) = batch.failed_files
+    assert failed.path == str(bad)
+    assert failed.error.startswith(f"{bad}: not valid UTF-8 (byte 0xe9 at offset 3)")
+    with pytest.raises(InputError) as caught:  # alone, the same file is an error
+        load_path(bad)
+    assert str(caught.value) == failed.error
 
 
 def test_folder_empty_text_file_is_named(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "corpus", {"a.md": "fine", "blank.txt": "  \n\n"})
-    with pytest.raises(InputError, match="has empty text") as caught:
+    (failed,) = load_path(root).failed_files
+    assert failed.path == str(root / "blank.txt")
+    assert "has empty text" in failed.error
+
+
+def test_folder_where_every_file_fails_is_an_error(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "corpus", {"blank.txt": " ", "bad.pdf": b"%PDF-1.4 junk"})
+    with pytest.raises(InputError, match=r"none of the 2 document file\(s\)") as caught:
         load_path(root)
-    assert caught.value.path == str(root / "blank.txt")
+    assert caught.value.path == str(root)
+    assert str(root / "bad.pdf") in str(caught.value)
 
 
 def test_folder_same_id_from_txt_and_md(tmp_path: Path) -> None:
@@ -468,3 +485,387 @@ def test_cli_ingest_rejects_bad_file_without_writing(tmp_path: Path, lines: list
             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120, check=False,
         )
         assert info.returncode != 0, info.stdout
+
+
+# ------------------------------------------------------------ document formats: fixture makers
+
+
+def make_pdf(pages: list[str], *, title: str | None = None) -> bytes:
+    """A minimal valid PDF, one line of Helvetica text per page ("" = a page without text),
+    written byte by byte so that no third-party file is needed."""
+    count = len(pages)
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
+    bodies = ["<< /Type /Catalog /Pages 2 0 R >>",
+              f"<< /Type /Pages /Kids [{kids}] /Count {count} >>",
+              "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    for i, text in enumerate(pages):
+        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+        content = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET" if text else ""
+        bodies.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources "
+                      f"<< /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>")
+        bodies.append(f"<< /Length {len(content)} >>\nstream\n{content}\nendstream")
+    info = ""
+    if title is not None:
+        bodies.append(f"<< /Title ({title}) >>")
+        info = f" /Info {len(bodies)} 0 R"
+    out, offsets = "%PDF-1.4\n", []
+    for number, body in enumerate(bodies, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(bodies) + 1}\n0000000000 65535 f \n"
+    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets)
+    out += f"trailer\n<< /Size {len(bodies) + 1} /Root 1 0 R{info} >>\nstartxref\n{xref}\n%%EOF\n"
+    return out.encode("latin-1")
+
+
+def encrypt_pdf(data: bytes, *, user_password: str) -> bytes:
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    writer.encrypt(user_password=user_password, owner_password="owner-secret",
+                   algorithm="AES-128")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def make_docx(path: Path, *, core_title: str = "") -> Path:
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = core_title
+    document.add_heading("Returns Policy", 1)
+    document.add_paragraph("Refunds are paid within 14 days of receipt.")
+    table = document.add_table(rows=2, cols=2)
+    for row, (key, value) in enumerate([("Region", "Days"), ("EU", "30")]):
+        table.cell(row, 0).text, table.cell(row, 1).text = key, value
+    document.add_paragraph("Contact the depot for exchanges.")
+    document.save(path)
+    return path
+
+
+HTML_PAGE = """<!doctype html>
+<html><head><title>Shipping  Guide</title><meta charset="utf-8">
+<style>body { color: red }</style><script>var tracker = "script text";</script></head>
+<body><nav><a href="/">Home</a> | <a href="/about">Navigation text</a></nav>
+<h1>Shipping</h1><p>Parcels   leave the depot
+ every Tuesday.</p><div hidden>hidden text</div><span style="DISPLAY: none">css hidden</span>
+<p style="visibility:hidden">invisible paragraph</p><noscript>noscript text</noscript>
+<p>Caf\u00e9 deliveries are free. Inline <b>bold</b> stays<!-- a comment --> in its line.</p>
+<pre>  preformatted
+    code</pre></body></html>"""
+
+RST_PAGE = """\
+Installing the Tool
+===================
+
+Run ``make install`` to build *everything*.
+
+.. a comment the author left for editors
+
+.. include:: {secret}
+
+.. raw:: html
+
+   <b>raw html text</b>
+
+Section Two
+-----------
+
+- first item
+- second item
+"""
+
+
+# ------------------------------------------------------------------------------------------ PDF
+
+
+def test_pdf_gives_one_document_per_page_with_page_provenance(tmp_path: Path) -> None:
+    path = tmp_path / "manual.pdf"
+    path.write_bytes(make_pdf(["The warranty lasts two years.", "",
+                               "Returns go to Depot (Seven)."], title="Owner Manual"))
+    batch = load_path(path)
+    assert (batch.skipped_files, batch.failed_files) == ([], [])
+    # The page without text is left out; the others keep their page number everywhere.
+    assert [(d.id, d.title, d.source, d.origin, d.text) for d in batch.documents] == [
+        ("manual:p1", "Owner Manual (page 1)", str(path), f"{path}#page=1",
+         "The warranty lasts two years."),
+        ("manual:p3", "Owner Manual (page 3)", str(path), f"{path}#page=3",
+         "Returns go to Depot (Seven)."),
+    ]
+
+
+def test_pdf_without_a_title_is_named_after_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.PDF"
+    path.write_bytes(make_pdf(["Only page."]))
+    (document,) = load_path(path).documents
+    assert (document.id, document.title) == ("notes:p1", "notes (page 1)")
+
+
+def test_pdf_without_any_text_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "scan.pdf"
+    path.write_bytes(make_pdf(["", ""]))
+    expect_input_error(path, None, "no extractable text")
+
+
+def test_encrypted_pdf_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(encrypt_pdf(make_pdf(["Secret plans."]), user_password="s3cret"))
+    expect_input_error(path, None, "encrypted and needs a password")
+
+
+def test_pdf_encrypted_only_against_editing_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "print-protected.pdf"
+    path.write_bytes(encrypt_pdf(make_pdf(["Readable by anyone."]), user_password=""))
+    (document,) = load_path(path).documents
+    assert document.text == "Readable by anyone."
+
+
+@pytest.mark.parametrize("content", [
+    b"%PDF-1.4 not really a pdf",
+    b"",
+    b"\x00\x01\x02 random bytes",
+], ids=["garbage", "empty", "binary"])
+def test_corrupt_pdf_alone_is_an_error_naming_the_file(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "broken.pdf"
+    path.write_bytes(content)
+    expect_input_error(path, None, "cannot read this PDF file", "corrupt or not really a PDF")
+
+
+def test_corrupt_and_encrypted_pdfs_in_a_folder_are_reported_and_the_rest_loads(
+        tmp_path: Path) -> None:
+    good = make_pdf(["Depot hours are nine to five."])
+    root = make_tree(tmp_path / "corpus", {
+        "a-good.pdf": good,
+        "b-truncated.pdf": good[: len(good) // 3],
+        "c-locked.pdf": encrypt_pdf(good, user_password="pw"),
+        "d-notes.md": "# Notes\nStill ingested.",
+    })
+    batch = load_path(root)
+    assert [d.id for d in batch.documents] == ["a-good:p1", "d-notes"]
+    assert [f.path for f in batch.failed_files] == [str(root / "b-truncated.pdf"),
+                                                   str(root / "c-locked.pdf")]
+    truncated, locked = batch.failed_files
+    assert truncated.error.startswith(f"{root / 'b-truncated.pdf'}: cannot read this PDF")
+    assert locked.error == f"{root / 'c-locked.pdf'}: the PDF is encrypted and needs a " \
+                           "password; save a decrypted copy to ingest it"
+
+
+# ----------------------------------------------------------------------------------------- HTML
+
+
+def test_html_keeps_visible_text_and_drops_script_style_nav_hidden(tmp_path: Path) -> None:
+    path = tmp_path / "shipping.html"
+    path.write_text(HTML_PAGE, encoding="utf-8")
+    (document,) = load_path(path).documents
+    assert (document.id, document.title, document.origin) == ("shipping", "Shipping Guide",
+                                                             str(path))
+    assert document.text == ("Shipping\n\nParcels leave the depot every Tuesday.\n\n"
+                             "Caf\u00e9 deliveries are free. Inline bold stays in its line."
+                             "\n\npreformatted\ncode")
+    for dropped in ("script text", "color: red", "Navigation text", "hidden text",
+                    "noscript text", "a comment", "css hidden", "invisible paragraph"):
+        assert dropped not in document.text
+
+
+def test_html_declared_encoding_and_h1_title(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.htm"
+    path.write_bytes('<html><head><meta charset="iso-8859-1"></head><body><h1>Men\u00fc</h1>'
+                     '<p>Gr\u00fc\u00dfe</p></body></html>'.encode("latin-1"))
+    (document,) = load_path(path).documents
+    assert (document.title, document.text) == ("Men\u00fc", "Men\u00fc\n\nGr\u00fc\u00dfe")
+
+
+def test_html_without_visible_text_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.html"
+    path.write_text("<html><head><script>x()</script></head><body><nav>Home</nav></body>"
+                    "</html>", encoding="utf-8")
+    expect_input_error(path, None, "has empty text")
+
+
+# ----------------------------------------------------------------------------------------- DOCX
+
+
+def test_docx_paragraphs_and_tables_in_order(tmp_path: Path) -> None:
+    path = make_docx(tmp_path / "policy.docx")
+    (document,) = load_path(path).documents
+    assert (document.id, document.title, document.source) == ("policy", "Returns Policy",
+                                                             str(path))
+    assert document.text == ("Returns Policy\n\nRefunds are paid within 14 days of receipt."
+                             "\n\nRegion | Days\n\nEU | 30\n\nContact the depot for exchanges.")
+
+
+def test_docx_core_properties_title_wins(tmp_path: Path) -> None:
+    path = make_docx(tmp_path / "p.docx", core_title="Official Policy")
+    assert load_path(path).documents[0].title == "Official Policy"
+
+
+@pytest.mark.parametrize("content", [b"PK\x03\x04 truncated zip", b"plain text, not a zip"],
+                         ids=["bad-zip", "not-zip"])
+def test_corrupt_docx_is_an_error_naming_the_file(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "broken.docx"
+    path.write_bytes(content)
+    expect_input_error(path, None, "cannot read this DOCX file")
+
+
+# ----------------------------------------------------------------------------------------- rST
+
+
+def test_rst_rendered_to_plain_text_without_includes_raw_or_comments(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET FILE CONTENT", encoding="utf-8")
+    path = tmp_path / "install.rst"
+    path.write_text(RST_PAGE.format(secret=secret), encoding="utf-8")
+    (document,) = load_path(path).documents
+    assert (document.id, document.title) == ("install", "Installing the Tool")
+    assert document.text == ("Installing the Tool\n\nRun make install to build everything.\n\n"
+                             "Section Two\n\nfirst item\n\nsecond item")
+    for absent in ("SECRET FILE CONTENT", "raw html text", "a comment", "include", ".."):
+        assert absent not in document.text
+
+
+def test_rst_with_markup_errors_still_loads_without_docutils_messages(tmp_path: Path) -> None:
+    path = tmp_path / "sloppy.rst"
+    path.write_text("Title\n===\n\nText with *unclosed emphasis and `bad role`:x:.\n",
+                    encoding="utf-8")
+    (document,) = load_path(path).documents
+    assert "unclosed emphasis" in document.text
+    for message in ("ERROR", "WARNING", "Inline emphasis start-string", "System Message"):
+        assert message not in document.text
+
+
+# --------------------------------------------------------------------------------- front matter
+
+
+def test_front_matter_gives_title_and_metadata_and_leaves_the_text(tmp_path: Path) -> None:
+    path = tmp_path / "faq.md"
+    path.write_text("---\ntitle: Frequently Asked\ntags: [billing, refunds]\n"
+                    "date: 2024-05-01\ndraft: false\nweight: 3\nempty:\n---\n"
+                    "# Heading Below\n\nAnswer text.\n", encoding="utf-8")
+    batch = load_path(path)
+    (document,) = batch.documents
+    assert (document.title, document.text) == ("Frequently Asked",
+                                                "# Heading Below\n\nAnswer text.\n")
+    assert batch.metadata == {"faq": {"tags": ["billing", "refunds"], "date": "2024-05-01",
+                                      "draft": False, "weight": 3}}
+
+
+@pytest.mark.parametrize(("name", "body", "title", "text"), [
+    ("a.md", "---\nauthor: x\n---\n# From Heading\nbody", "From Heading",
+     "# From Heading\nbody"),
+    ("b.txt", "---\r\ntitle: Windows\r\n---\r\nbody\r\n", "Windows", "body\r\n"),
+    ("c.md", "---\ntitle: Dots\n...\nbody", "Dots", "body"),
+    ("d.md", "---\n---\nbody only", "d", "body only"),
+    ("e.md", "text first\n---\ntitle: not front matter\n---\n", "e",
+     "text first\n---\ntitle: not front matter\n---\n"),
+    ("f.rst", "---\ntitle: RST Front\n---\nHeading\n=======\n\nbody", "RST Front",
+     "Heading\n\nbody"),
+], ids=["heading-fallback", "crlf-txt", "dots-close", "empty", "not-at-start", "rst"])
+def test_front_matter_variants(tmp_path: Path, name: str, body: str, title: str,
+                               text: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(body.encode("utf-8"))
+    (document,) = load_path(path).documents
+    assert (document.title, document.text) == (title, text)
+    assert "front matter" not in document.text or name == "e.md"
+
+
+@pytest.mark.parametrize(("body", "line", "fragment"), [
+    ("---\ntitle: never closed\nbody", 1, "is never closed"),
+    ("---\ntitle: [unclosed\n---\nbody", 3, "malformed YAML front matter"),
+    ("---\n- a list\n- not a mapping\n---\nbody", 2, "got a YAML list"),
+    ("---\ntitle: ok\nnested: {a: 1}\n---\nbody", None, "key 'nested' holds a dict"),
+    ("---\ntags: [[a, b]]\n---\nbody", None, "key 'tags' holds a nested list"),
+    ("---\ntitle: 2024\n---\nbody", None, "'title' must be text"),
+    ("---\n1: one\n---\nbody", None, "key 1 is not text"),
+    ("---\ntitle: x\n---\n  \n", None, "has empty text"),
+], ids=["unclosed", "bad-yaml", "list", "nested-map", "nested-list", "int-title",
+        "int-key", "only-front-matter"])
+def test_bad_front_matter_names_file_and_line(tmp_path: Path, body: str, line: int | None,
+                                              fragment: str) -> None:
+    path = tmp_path / "page.md"
+    path.write_text(body, encoding="utf-8")
+    expect_input_error(path, line, fragment)
+
+
+def test_front_matter_does_not_construct_python_objects(tmp_path: Path) -> None:
+    path = tmp_path / "evil.md"
+    path.write_text("---\ntitle: !!python/object/apply:os.system ['echo pwned']\n---\nbody",
+                    encoding="utf-8")
+    expect_input_error(path, 2, "malformed YAML front matter", "could not determine a "
+                       "constructor")
+
+
+# ------------------------------------------------------------------------------ a mixed folder
+
+
+def make_mixed_folder(root: Path) -> Path:
+    """One file of every supported kind, plus a corrupt PDF and an unsupported file."""
+    root.mkdir(parents=True)
+    (root / "manual.pdf").write_bytes(make_pdf(["Warranty claims need the receipt.", "",
+                                                "The Northwind depot is in Harbor Street."],
+                                               title="Manual"))
+    (root / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog")
+    (root / "shipping.html").write_text(HTML_PAGE, encoding="utf-8")
+    make_docx(root / "policy.docx")
+    (root / "install.rst").write_text(RST_PAGE.format(secret=root / "none.txt"),
+                                      encoding="utf-8")
+    (root / "faq.md").write_text("---\ntitle: Billing FAQ\nowner: finance\n---\n"
+                                 "Invoices are sent on the first working day.\n",
+                                 encoding="utf-8")
+    (root / "photo.jpg").write_bytes(b"\xff\xd8\xff")
+    return root
+
+
+def test_mixed_folder_loads_every_kind_with_provenance(tmp_path: Path) -> None:
+    root = make_mixed_folder(tmp_path / "mixed")
+    batch = load_path(root)
+    assert [(d.id, d.title, d.origin) for d in batch.documents] == [
+        ("faq", "Billing FAQ", str(root / "faq.md")),
+        ("install", "Installing the Tool", str(root / "install.rst")),
+        ("manual:p1", "Manual (page 1)", f"{root / 'manual.pdf'}#page=1"),
+        ("manual:p3", "Manual (page 3)", f"{root / 'manual.pdf'}#page=3"),
+        ("policy", "Returns Policy", str(root / "policy.docx")),
+        ("shipping", "Shipping Guide", str(root / "shipping.html")),
+    ]
+    assert all(d.source == d.origin.split("#")[0] for d in batch.documents)
+    assert batch.skipped_files == [str(root / "photo.jpg")]
+    assert [f.path for f in batch.failed_files] == [str(root / "broken.pdf")]
+    assert batch.metadata == {"faq": {"owner": "finance"}}
+    assert "title:" not in batch.documents[0].text
+
+
+@pytest.mark.slow
+def test_cli_ingest_mixed_folder_reports_the_bad_file_and_cites_pages(tmp_path: Path) -> None:
+    root = make_mixed_folder(tmp_path / "mixed")
+    kb = tmp_path / "kb"
+    env = {**os.environ, "COLUMNS": "400"}
+
+    def trishield(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trishield.cli", *args],
+                              capture_output=True, text=True, cwd=tmp_path, env=env,
+                              timeout=300, check=False)
+
+    human = trishield("ingest", str(root), "--kb", str(kb), "--no-guard")
+    assert human.returncode == 0, human.stderr
+    assert "ingested 6 new document(s)" in human.stdout
+    assert f"not ingested (unsupported file type): {root / 'photo.jpg'}" in human.stdout
+    assert f"not ingested (cannot be read): {root / 'broken.pdf'}: cannot read this PDF" \
+        in human.stderr
+    assert "Traceback" not in human.stderr
+
+    again = trishield("ingest", str(root), "--kb", str(kb), "--no-guard", "--json")
+    assert again.returncode == 0, again.stderr
+    payload = json.loads(again.stdout)
+    assert payload["documents_duplicate"] == 6
+    assert payload["skipped_files"] == [str(root / "photo.jpg")]
+    assert [f["path"] for f in payload["failed_files"]] == [str(root / "broken.pdf")]
+
+    found = trishield("search", "Where is the Northwind depot?", "--kb", str(kb), "--json",
+                      "-k", "1")
+    assert found.returncode == 0, found.stderr
+    (top,) = json.loads(found.stdout)["results"]
+    assert (top["doc_id"], top["title"]) == ("manual:p3", "Manual (page 3)")

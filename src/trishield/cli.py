@@ -83,7 +83,9 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
            embedding_model: str | None, chunk_words: int | None, chunk_overlap: int | None,
            dense_index: str | None, guard: bool, config_file: Path | None,
            json_output: bool) -> None:
-    """Ingest PATH (JSONL, SQuAD JSON, .txt/.md, or a folder) or a --dataset into --kb."""
+    """Ingest PATH (JSONL, SQuAD JSON, .txt/.md/.rst, HTML, DOCX, PDF, or a folder of them) or
+    a --dataset into --kb. In a folder, files that cannot be read are reported and the rest is
+    ingested."""
     from trishield.kb import ChunkingConfig, KnowledgeBase, load_path
     from trishield.kb.datasets import load_named
     from trishield.rings.ingest_guard import IngestGuard
@@ -98,17 +100,20 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     if chunk_words is not None or chunk_overlap is not None:
         chunking = ChunkingConfig(chunk_words or 120,
                                   20 if chunk_overlap is None else chunk_overlap)
+    failed: list[dict[str, str]] = []
     if dataset is not None:
         documents, skipped, source = load_named(dataset), [], f"dataset:{dataset}"
     else:
         batch = load_path(path)
         documents, skipped, source = batch.documents, batch.skipped_files, str(path)
+        failed = [{"path": f.path, "error": f.error} for f in batch.failed_files]
     with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
                             chunking=chunking, dense_index=dense_index) as kb:
         report = kb.ingest(documents, tier=tier, writer=writer, source=source,
                            progress=_progress_wanted(json_output), guard=screen)
         stats = kb.stats()
-    payload = report.as_dict() | {"skipped_files": skipped, "kb": stats}
+    payload = report.as_dict() | {"skipped_files": skipped, "failed_files": failed,
+                                  "kb": stats}
     if json_output:
         _print_json(payload)
         return
@@ -120,7 +125,10 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
         console.print(f"[red]quarantined by Ring 1:[/] {escape(held['id'])} (C={held['c']}): "
                       f"{escape('; '.join(held['reasons']))}")
     for name in skipped:
-        console.print(f"[yellow]not ingested (not .txt/.md):[/] {escape(name)}")
+        console.print(f"[yellow]not ingested (unsupported file type):[/] {escape(name)}")
+    for problem in failed:
+        errors.print(f"[red]not ingested (cannot be read):[/] {escape(problem['error'])}",
+                     soft_wrap=True)
     for warning in report.warnings:
         errors.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
@@ -640,7 +648,7 @@ def keys_withdraw(publisher: str, doc_id: str, kb_dir: Path, version: int,
                                       "withdrawal).")
 def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | None,
               version: int) -> None:
-    """Sign the documents in PATH (JSONL, .txt/.md or a folder) as PUBLISHER.
+    """Sign the documents in PATH (JSONL, a document file or a folder) as PUBLISHER.
 
     Prints a POST /v1/documents body in which each document carries
     {"provenance": {"publisher", "signature", "version", "issued_at"}}: the signature covers
@@ -655,6 +663,9 @@ def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | N
     check_name(publisher, "publisher name")
     private = load_private_key(private_path)
     batch = load_path(path)
+    for problem in batch.failed_files:
+        errors.print(f"[red]not signed (cannot be read):[/] {escape(problem.error)}",
+                     soft_wrap=True)
     issued_at = int(time.time())
 
     def provenance(document) -> dict[str, object]:

@@ -3,6 +3,11 @@
 A loader reads and validates the *whole* input before anything is written, so that a bad line
 at the end of a file cannot leave the first half of it in the knowledge base. Every error names
 the file and, where there is one, the line.
+
+Formats: JSONL, SQuAD JSON, ``.txt``/``.md``/``.rst`` (with optional YAML front matter), HTML,
+DOCX and PDF (one document per page, so a citation names the page). In a folder, a file that
+cannot be read (corrupt, encrypted, not UTF-8) is reported in :attr:`LoadedBatch.failed_files`
+and the rest still loads: one bad PDF must not block a whole folder.
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trishield.errors import InputError
 from trishield.kb.documents import Document
+from trishield.kb.file_formats import Extract, read_docx, read_html, read_pdf, read_rst
+from trishield.kb.front_matter import MetadataValue, split_front_matter
 from trishield.kb.unicode_checks import has_visible_text, id_problem
 
 MAX_DOCUMENT_CHARS = 1_000_000
@@ -27,14 +34,34 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _HEADING = re.compile(r"#+[ \t]+(\S.*)")
 _JSONL_FIELDS = {"id", "text", "title", "source"}
 TEXT_SUFFIXES = (".txt", ".md")
+RST_SUFFIXES = (".rst",)
+HTML_SUFFIXES = (".html", ".htm")
+DOCUMENT_SUFFIXES = (*TEXT_SUFFIXES, *RST_SUFFIXES, *HTML_SUFFIXES, ".pdf", ".docx")
+"""Suffixes a folder load reads (lower-cased); any other file is skipped and reported."""
+
+
+@dataclass(frozen=True)
+class FailedFile:
+    """A file a folder load tried to read and could not: the path and the full error."""
+
+    path: str
+    error: str
 
 
 @dataclass(frozen=True)
 class LoadedBatch:
-    """Documents ready to ingest plus what the loader saw but did not turn into a document."""
+    """Documents ready to ingest plus what the loader saw but did not turn into a document.
+
+    ``skipped_files`` are files of an unsupported type; ``failed_files`` are supported files
+    that could not be read (each with its error); ``metadata`` maps a document id to the
+    front matter keys other than ``title`` (the store has no column for them, so the caller
+    decides what to do with them).
+    """
 
     documents: list[Document]
     skipped_files: list[str]
+    failed_files: list[FailedFile] = field(default_factory=list)
+    metadata: dict[str, dict[str, MetadataValue]] = field(default_factory=dict)
 
 
 def validate_document(document: Document, *, path: str, line: int | None = None) -> Document:
@@ -150,35 +177,110 @@ def iter_jsonl(path: Path) -> Iterator[Document]:
             yield validate_document(document, path=shown, line=number)
 
 
-def load_text_file(path: Path, *, doc_id: str | None = None) -> Document:
-    """One ``.txt``/``.md`` file as one document; a leading ``# heading`` becomes the title."""
+@dataclass(frozen=True)
+class _Loaded:
+    """One file's documents and its front matter metadata (shared by all its documents)."""
+
+    documents: list[Document]
+    metadata: dict[str, MetadataValue]
+
+
+def _load_text(path: Path, doc_id: str | None) -> _Loaded:
+    """A ``.txt``/``.md``/``.rst`` file: front matter split off, then the body as is (or, for
+    rST, rendered to plain text). Title: front matter, else the file's own heading, else the
+    file name."""
     shown = str(path)
-    text = _decode(path.read_bytes(), path=shown)
-    heading = _HEADING.match(text.lstrip().split("\n", 1)[0])
-    title = heading.group(1).strip() if heading else path.stem
-    document = Document(id=doc_id or path.stem, text=text, title=title, source=shown, origin=shown)
+    matter = split_front_matter(_decode(path.read_bytes(), path=shown), path=shown)
+    if path.suffix.lower() in RST_SUFFIXES:
+        extract = read_rst(matter.body, path)
+        text, heading = extract.text, extract.title
+    else:
+        text = matter.body
+        found = _HEADING.match(text.lstrip().split("\n", 1)[0])
+        heading = found.group(1).strip() if found else ""
+    title = matter.title or heading or path.stem
+    document = Document(id=doc_id or path.stem, text=text, title=title, source=shown,
+                        origin=shown)
+    return _Loaded([validate_document(document, path=shown)], matter.metadata)
+
+
+def load_text_file(path: Path, *, doc_id: str | None = None) -> Document:
+    """One ``.txt``/``.md``/``.rst`` file as one document; YAML front matter is removed from
+    the text and its ``title`` used, else a leading ``# heading`` (rST: its title)."""
+    return _load_text(path, doc_id).documents[0]
+
+
+def _from_extract(extract: Extract, path: Path, doc_id: str) -> Document:
+    shown = str(path)
+    title = extract.title or path.stem
+    if extract.page is not None:
+        # One document per page: the id and origin name the page, so a citation can too.
+        document = Document(id=f"{doc_id}:p{extract.page}", text=extract.text,
+                            title=f"{title} (page {extract.page})", source=shown,
+                            origin=f"{shown}#page={extract.page}")
+    else:
+        document = Document(id=doc_id, text=extract.text, title=title, source=shown,
+                            origin=shown)
     return validate_document(document, path=shown)
 
 
+def load_file(path: Path, *, doc_id: str | None = None) -> list[Document]:
+    """Any single document file (see :data:`DOCUMENT_SUFFIXES`); a PDF gives one document
+    per page with text, ids ``<id>:p<page>``. Raises :class:`InputError` naming the file."""
+    return _load_file(path, doc_id).documents
+
+
+def _load_file(path: Path, doc_id: str | None) -> _Loaded:
+    suffix = path.suffix.lower()
+    if suffix in TEXT_SUFFIXES or suffix in RST_SUFFIXES:
+        return _load_text(path, doc_id)
+    if suffix not in DOCUMENT_SUFFIXES:
+        raise InputError(f"unsupported document type {suffix or '(none)'!r}", path=str(path))
+    base = doc_id or path.stem
+    if suffix == ".pdf":
+        extracts = read_pdf(path)
+    elif suffix == ".docx":
+        extracts = [read_docx(path)]
+    else:
+        extracts = [read_html(path)]
+    return _Loaded([_from_extract(extract, path, base) for extract in extracts], {})
+
+
 def load_folder(path: Path) -> LoadedBatch:
-    """Every ``.txt``/``.md`` file under ``path`` (recursively, sorted for determinism).
+    """Every supported file under ``path`` (recursively, sorted for determinism).
 
     Ids are the relative path without the suffix, so two folders can hold ``index.md``.
-    Other files are not ingested; they are returned so that the caller can report them.
+    Files of other types are skipped; supported files that cannot be read are listed in
+    ``failed_files`` with their error while the rest loads. Hidden files and folders are
+    ignored. Two files giving one id to different texts are still refused (an ambiguous
+    write).
     """
     documents: list[Document] = []
     skipped: list[str] = []
+    failed: list[FailedFile] = []
+    metadata: dict[str, dict[str, MetadataValue]] = {}
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = file.relative_to(path)
         if any(part.startswith(".") for part in relative.parts):
             continue
-        if file.suffix.lower() in TEXT_SUFFIXES:
-            documents.append(load_text_file(file, doc_id=relative.with_suffix("").as_posix()))
-        else:
+        if file.suffix.lower() not in DOCUMENT_SUFFIXES:
             skipped.append(str(file))
+            continue
+        try:
+            loaded = _load_file(file, relative.with_suffix("").as_posix())
+        except InputError as error:
+            failed.append(FailedFile(str(file), str(error)))
+            continue
+        documents.extend(loaded.documents)
+        if loaded.metadata:
+            metadata.update({document.id: loaded.metadata for document in loaded.documents})
     if not documents:
-        raise InputError(f"no .txt or .md files found in folder {path}")
-    return LoadedBatch(check_unique_ids(documents), skipped)
+        if failed:
+            raise InputError(f"none of the {len(failed)} document file(s) in this folder "
+                             f"could be read; first: {failed[0].error}", path=str(path))
+        raise InputError(f"no document files ({', '.join(DOCUMENT_SUFFIXES)}) found in "
+                         f"folder {path}")
+    return LoadedBatch(check_unique_ids(documents), skipped, failed, metadata)
 
 
 def iter_squad(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
@@ -217,7 +319,9 @@ def iter_squad(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
 
 
 def load_path(path: str | Path) -> LoadedBatch:
-    """Load a JSONL file, a SQuAD JSON file, a single text file, or a folder of text files."""
+    """Load a JSONL file, a SQuAD JSON file, one document file (text, rST, HTML, DOCX,
+    PDF), or a folder of them. A single file that cannot be read raises; in a folder it is
+    reported in ``failed_files``."""
     path = Path(path)
     if not path.exists():
         raise InputError("no such file or folder", path=str(path))
@@ -228,12 +332,14 @@ def load_path(path: str | Path) -> LoadedBatch:
         documents = list(iter_jsonl(path))
     elif suffix == ".json":
         documents = list(iter_squad(path))
-    elif suffix in TEXT_SUFFIXES:
-        documents = [load_text_file(path)]
+    elif suffix in DOCUMENT_SUFFIXES:
+        loaded = _load_file(path, None)
+        metadata = {document.id: loaded.metadata for document in loaded.documents}
+        return LoadedBatch(loaded.documents, [], [], metadata if loaded.metadata else {})
     else:
         raise InputError(
             f"unsupported file type {suffix or '(none)'!r}: expected .jsonl, SQuAD .json, "
-            ".txt/.md or a folder",
+            f"{'/'.join(DOCUMENT_SUFFIXES)} or a folder",
             path=str(path),
         )
     if not documents:
