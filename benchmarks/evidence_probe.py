@@ -26,6 +26,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="mini", choices=("mini", "wiki5k"))
     parser.add_argument("--targets", type=int, default=20)
+    parser.add_argument("--skip", type=int, default=0,
+                        help="start after the first N seeded targets (a held-out slice: the "
+                             "design was developed looking at the first 20)")
     parser.add_argument("--family", action="append", default=None)
     parser.add_argument("--writers", action="append", default=None,
                         choices=("attacker", "sybil"))
@@ -37,6 +40,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.targets < 1:
         parser.error("--targets must be at least 1")
+    if args.skip < 0:
+        parser.error("--skip must not be negative")
     enforce_offline()
 
     from trishield.answers import contains_answer
@@ -54,7 +59,9 @@ def main() -> None:
     for family in families:
         get_family(family)  # a clear error for an unknown family
     targets = load_targets()
-    chosen = seeded_order(targets, 0)[:args.targets]
+    chosen = seeded_order(targets, 0)[args.skip:args.skip + args.targets]
+    if not chosen:
+        parser.error(f"no targets after skipping {args.skip}")
     base = kbs.build_base(args.work_dir, args.profile,
                           kbs.profile_documents(args.profile, targets, 0))
     panel = build_panel(args.panel.split(","))

@@ -169,7 +169,7 @@ class Evidence:
         """Connected components of ``members`` under ``links`` (in first-member order)."""
         remaining, groups = list(members), []
         while remaining:
-            group, frontier = [remaining.pop(0)], None
+            group = [remaining.pop(0)]
             frontier = list(group)
             while frontier:
                 current = frontier.pop()
@@ -209,7 +209,7 @@ class Evidence:
         return tuple(found)
 
     # -- claims -----------------------------------------------------------------------------
-    def dissent_groups(self, members: Sequence[int]) -> list[list[int]]:
+    def claim_groups(self, members: Sequence[int]) -> list[list[int]]:
         """``members`` grouped into claims by their candidate answers: two passages that share
         one state the same claim (and so does a chain of such passages). Ring 2's ``S_ev``."""
         share = np.zeros((len(self.items), len(self.items)), dtype=bool)

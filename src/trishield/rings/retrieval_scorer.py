@@ -138,7 +138,7 @@ def evidence_weights(evidence: Evidence) -> list[float]:
     give no answer to the question weigh nothing). Claims group passages that share a
     candidate answer; each claim's sources are weighed against every other claim's."""
     answering = [i for i, claim in enumerate(evidence.claims) if claim.answers]
-    claims = evidence.dissent_groups(answering)
+    claims = evidence.claim_groups(answering)
     weights = [0.0] * len(evidence.items)
     for members in claims:
         others = [i for i in answering if i not in members]
