@@ -102,3 +102,19 @@ def test_ask_applies_backend_gate_and_panel_over_the_file(demo_kb_dir: Path,
     assert trace["backend"] == "bm25"
     assert [member["name"] for member in trace["panel"]] == ["extractive"]
     assert trace["gate"]["mode"] == "never"
+
+
+def test_ask_prints_the_answer_first_and_the_trace_on_request(demo_kb_dir: Path) -> None:
+    """The default is a summary that opens with the answer; --trace prints every table."""
+    question = "How many days do I have to return an item?"
+    summary = CliRunner().invoke(cli, ["ask", question, "--kb", str(demo_kb_dir),
+                                       "--panel", "extractive"])
+    assert summary.exit_code == 0, summary.output
+    lines = summary.output.strip().splitlines()
+    assert lines[0].startswith(("Answer:", "Refused:")) and len(lines) <= 12
+    assert any(line.strip().startswith("Ring 1:") for line in lines)
+    assert "Retrieval Scorer" not in summary.output
+    full = CliRunner().invoke(cli, ["ask", question, "--kb", str(demo_kb_dir),
+                                    "--panel", "extractive", "--trace"])
+    assert full.exit_code == 0, full.output
+    assert "Ring 2 (Retrieval Scorer)" in full.output and len(full.output.splitlines()) > 20

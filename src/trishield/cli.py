@@ -192,17 +192,20 @@ def _results_table(query: str, backend: str, candidates) -> Table:
 @click.option("--gate", type=click.Choice(GATE_MODES),
               help="When Ring 3 convenes the whole panel.")
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
+@click.option("--trace", "show_trace", is_flag=True,
+              help="Print every decision (one table per ring) instead of the summary.")
 @config_option
 @json_option
 def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
-        panel_option: str | None, gate: str | None, no_cache: bool, config_file: Path | None,
-        json_output: bool) -> None:
-    """Answer QUESTION from --kb through the rings, with the trace of every decision."""
+        panel_option: str | None, gate: str | None, no_cache: bool, show_trace: bool,
+        config_file: Path | None, json_output: bool) -> None:
+    """Answer QUESTION from --kb through the rings: the answer and a line per ring (--trace
+    for every decision, --json for the whole record)."""
     from trishield.defenses import build_defense
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel, parse_panel_option
     from trishield.settings import load_settings
-    from trishield.trace_view import render_answer
+    from trishield.trace_view import render_answer, render_summary
 
     settings = load_settings(config_file).with_overrides(
         backend=backend, gate=gate,
@@ -213,7 +216,7 @@ def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
     if json_output:
         _print_json(answer.as_dict())
         return
-    render_answer(console, answer)
+    (render_answer if show_trace else render_summary)(console, answer)
 
 
 @cli.group("config")

@@ -1,4 +1,5 @@
-"""Human-readable rendering of an answer's trace: one table per ring, then the verdict."""
+"""Human-readable rendering of an answer: a compact summary (the answer first, one line per
+ring), or the whole trace as one table per ring (``trishield ask --trace``)."""
 
 from __future__ import annotations
 
@@ -108,3 +109,28 @@ def render_answer(console: Console, answer: Answer) -> None:
                       f"[dim]citations: {cited}; {escape(answer.reason)}[/]")
     console.print(f"[dim]LLM calls {trace.llm_calls} (+{trace.llm_calls_cached} cached), "
                   f"{trace.timings_s['total']:.2f}s[/]")
+
+
+def render_summary(console: Console, answer: Answer) -> None:
+    """The answer first, then one line per stage that ran: what a user reads before deciding
+    whether to open the whole trace (``--trace`` or ``--json``)."""
+    trace = answer.trace
+    if answer.refused:
+        console.print(f"[bold red]Refused:[/] {escape(answer.reason)}")
+    else:
+        console.print(f"[bold green]Answer:[/] {escape(answer.answer or '')}")
+        cited = ", ".join(escape(c) for c in answer.citations) or "none"
+        console.print(f"  citations: {cited}")
+        console.print(f"  why: {escape(answer.reason)}")
+    if trace.ring1 is not None:
+        console.print(f"  Ring 1: {len(trace.ring1.blocked)} of {len(trace.ring1.verdicts)} "
+                      f"candidates blocked, {len(trace.ring1.flagged)} flagged")
+    if trace.ring2 is not None:
+        console.print(f"  Ring 2: context {', '.join(escape(p.id) for p in trace.context)}")
+    if trace.gate is not None:
+        console.print(f"  Ring 3 gate: {escape('; '.join(trace.gate.reasons))}")
+    if trace.evidence is not None and trace.evidence.verdicts:
+        console.print(f"  evidence: {escape(trace.evidence.verdicts[-1].reason)}")
+    console.print(f"[dim]  {trace.llm_calls} LLM call(s) (+{trace.llm_calls_cached} cached), "
+                  f"{trace.timings_s.get('total', 0.0):.2f}s; --trace for every decision, "
+                  "--json for the whole record[/]")
