@@ -61,10 +61,6 @@ class GateSignals:
 
     flagged: list[str] = field(default_factory=list)
     """Candidates Ring 1 flagged or blocked."""
-    conflicts: int = 0
-    """Numeric conflicts Ring 2 found between passages."""
-    ranked_trust: list[float] = field(default_factory=list)
-    """Ring 2's trust of every ranked candidate, highest first."""
 
 
 @dataclass

@@ -111,8 +111,6 @@ class Ring2Reranker:
             dropped=[p.candidate.chunk_id for p in scored.ranked if not p.in_context])
         run.trace.ring2 = section
         run.trace.evidence = EvidenceTrace.model_validate(evidence.as_dict())
-        run.signals.conflicts = len(scored.conflicts)
-        run.signals.ranked_trust = [p.trust for p in scored.ranked]
         floor = self.config.min_relevance.get(self.backend)
         if floor is not None:
             best = max((c.score for c in candidates), default=None)

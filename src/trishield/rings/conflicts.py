@@ -3,7 +3,8 @@
 A conflict is two passages from different documents that state different numbers for the same
 unit in the same frame (they share a content word just before the number, or the unit is a
 measure word like days or percent and the passages share the topic). Conflicts do not decide
-anything alone; they open the Ring 3 gate and are shown in the trace.
+anything: they are shown in the trace for a reader of it (the gate no longer opens on
+them, see docs/design.md "Gate").
 """
 
 from __future__ import annotations
