@@ -181,13 +181,18 @@ def test_provenance_is_decided_by_the_services_signature_check(tmp_path: Path) -
     assert tier("atk:mixed:test1:0", digest, stored="untrusted", setting="neutral") == "neutral"
     assert tier("atk:mixed:test1:0", digest, stored="untrusted",
                 setting="untrusted") == "untrusted"
-    # a genuine tag covers one content hash only: moved to another text, it fails
+    # a genuine tag is the signed record of one id and one text: moved to another text or
+    # another id it fails, and the service's own check (always with the id) accepts it
     from trishield.provenance.signing import decide_provenance
 
-    genuine = provenance.tag(digest, forged=False)
+    genuine = provenance.tag("nq-gt:doc1", digest, forged=False)
     writer = provenance.store.api_keys()[0]
-    assert decide_provenance(provenance.store, writer, digest, genuine).verified
-    assert not decide_provenance(provenance.store, writer, "cd" * 32, genuine).verified
+    assert decide_provenance(provenance.store, writer, digest, genuine,
+                             doc_id="nq-gt:doc1").verified
+    assert not decide_provenance(provenance.store, writer, "cd" * 32, genuine,
+                                 doc_id="nq-gt:doc1").verified
+    assert not decide_provenance(provenance.store, writer, digest, genuine,
+                                 doc_id="nq-gt:doc2").verified
     # reopening the same key store reuses the registered publisher and writers
     again = Provenance(tmp_path / "keys", seed=0)
     assert len(again.store.api_keys()) == 2 and len(again.store.publishers()) == 1

@@ -254,29 +254,61 @@ def test_panel_agreement_wins() -> None:
     assert set(result.support) == {"gt#0", "gt2#0"}
 
 
+def test_claims_are_weighed_not_counted() -> None:
+    """Two members read the untrusted poison, one the two neutral passages: the evidence
+    decides, in one round, and the trace says why."""
+    panel = [ScriptedReader("a", lambda ids: "24"), ScriptedReader("b", lambda ids: "24"),
+             ScriptedReader("c", lambda ids: "23 episodes")]
+    result = Consensus(panel).decide("how many episodes", CONTEXT)
+    assert (result.answer, len(result.rounds)) == ("23 episodes", 1)
+    assert result.verdict is not None and result.verdict.outcome == "stands"
+    assert "only untrusted" in result.reason
+
+
+def test_one_stated_answer_stands_whatever_the_others_say() -> None:
+    """A member that declines or gives an answer no passage states is no vote against."""
+    panel = [ScriptedReader("a", lambda ids: "23"), ScriptedReader("b", lambda ids: "forty"),
+             ScriptedReader("c", lambda ids: "I don't know")]
+    result = Consensus(panel).decide("how many episodes", CONTEXT)
+    assert (result.answer, result.refused, len(result.rounds)) == ("23", False, 1)
+
+
+def test_a_reading_dispute_over_one_passage_needs_tau() -> None:
+    context = [_passage("song#0", 0.9, "The song was written by Ann Lee and first recorded "
+                                       "by Bo Diaz in 1961.")]
+    split = [ScriptedReader("a", lambda ids: "Ann Lee"), ScriptedReader("b", lambda ids: "Bo Diaz"),
+             ScriptedReader("c", lambda ids: "Bo Diaz")]
+    assert Consensus(split).decide("who recorded the song", context).answer == "Bo Diaz"
+    even = split[:2]
+    result = Consensus(even).decide("who recorded the song", context)
+    assert result.refused and "conflicting sources" in result.reason
+
+
 def test_retry_drops_the_least_trusted_third_once() -> None:
     def swayed(ids):  # answers the poison while the poison is in the context
         return "24" if "poison#0" in ids else "23"
 
-    panel = [ScriptedReader("a", swayed), ScriptedReader("b", lambda ids: "23"),
+    panel = [ScriptedReader("a", swayed), ScriptedReader("b", swayed),
              ScriptedReader("c", lambda ids: "twenty")]
     result = Consensus(panel).decide("how many episodes", CONTEXT)
-    assert len(result.rounds) == 2 and result.answer == "23"
+    assert "single low-trust source" in Consensus(panel, ConsensusConfig(retry=False)).decide(
+        "how many episodes", CONTEXT).reason
+    assert len(result.rounds) == 2 and result.answer == "23" and result.retried
     assert result.rounds[1].passages == ["gt#0", "gt2#0"]
     assert drop_least_trusted(CONTEXT, 1 / 3) == CONTEXT[:2]
 
 
-def test_no_agreement_after_retry_refuses() -> None:
-    panel = [ScriptedReader("a", lambda ids: "23"), ScriptedReader("b", lambda ids: "24"),
-             ScriptedReader("c", lambda ids: "25")]
+def test_unstated_answers_after_retry_refuse() -> None:
+    panel = [ScriptedReader("a", lambda ids: "25"), ScriptedReader("b", lambda ids: "26"),
+             ScriptedReader("c", lambda ids: "27")]
     result = Consensus(panel).decide("q", CONTEXT)
     assert result.refused and result.answer is None and len(result.rounds) == 2
-    assert "no agreement" in result.reason and all(r.calls == 2 for r in panel)
+    assert "no context passage supports" in result.reason and all(r.calls == 2 for r in panel)
 
 
 def test_single_low_trust_source_and_unsupported_answers_are_refused() -> None:
     panel = [ScriptedReader(n, lambda ids: "24") for n in "abc"]
-    result = Consensus(panel).decide("q", CONTEXT)
+    result = Consensus(panel, ConsensusConfig(retry=False)).decide("q", CONTEXT)
     assert result.refused and "single low-trust source" in result.reason
     panel = [ScriptedReader(n, lambda ids: "42") for n in "abc"]
     assert "no context passage supports" in Consensus(panel).decide("q", CONTEXT).reason

@@ -172,3 +172,16 @@ def test_ring2_ranks_by_independent_evidence_and_keeps_one_passage_per_cluster()
     assert sum(doc != "d0" for doc in context) == 1  # one slot for the five near-duplicates
     by_id = {p.candidate.doc_id: p for p in result.ranked}
     assert by_id["d0"].s_con == 1.0 and by_id["d1"].s_con < 0.2  # S_ev: independent weight
+
+
+def test_a_flagged_passage_weighs_less_without_losing_its_tier() -> None:
+    """A passage Ring 1 flagged but let through (suspect form) counts ``flagged_weight`` of
+    its weight when claims are weighed; its tier, and so the tier invariant, is untouched."""
+    items = [_item(0, TRUE, "archive"), _item(1, LIES[0], "visitor")]
+    evidence = Evidence(QUESTION, items, _orthogonal(2), None)
+    assert evidence.judge({"Ada Lindqvist": [0], "Marco Bellini": [1]}).outcome == "conflict"
+    evidence.suspects = frozenset({1})
+    verdict = evidence.judge({"Ada Lindqvist": [0], "Marco Bellini": [1]})
+    assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
+    assert verdict.opposition.sources[0].tier == "neutral"
+    assert verdict.opposition.weight == pytest.approx(EvidenceConfig().flagged_weight)

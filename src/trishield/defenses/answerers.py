@@ -18,6 +18,7 @@ from trishield.rings.consensus import (
     ConsensusResult,
     Round,
     Vote,
+    context_evidence,
     presented_to,
 )
 from trishield.rings.evidence import (
@@ -123,6 +124,7 @@ class PanelConsensus:
         evidence = run.evidence if isinstance(run.evidence, Evidence) else context_evidence(
             question, context)
         position = {item.id: i for i, item in enumerate(evidence.items)}
+        evidence.suspects = frozenset(position[i] for i in run.signals.flagged if i in position)
         sides = evidence.sides([position[p.id] for p in context if p.id in position]
                                ) if context else []
         use_panel, reasons = self.gate(run, context, sides)
@@ -130,7 +132,10 @@ class PanelConsensus:
         run.trace.gate = GateTrace(mode=self.config.gate, use_panel=use_panel, reasons=reasons)
         if contested:
             return self._by_source(run, question, evidence, sides, use_panel)
-        result = self.consensus.decide(question, context, use_panel=use_panel)
+        result = self.consensus.decide(question, context, use_panel=use_panel,
+                                       evidence=evidence)
+        if result.verdict is not None:
+            record_verdict(run, evidence, result.verdict)
         return self._finish(run, result, context)
 
     def _by_source(self, run: Run, question: str, evidence: Evidence, sides: list[Source],
@@ -143,7 +148,8 @@ class PanelConsensus:
         for source in sides[:self.config.max_sources]:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
             passages = [evidence_passage(evidence.items[i]) for i in members[:5]]
-            heard = self.consensus.decide(question, passages, use_panel=use_panel)
+            heard = self.consensus.decide(question, passages, use_panel=use_panel,
+                                          evidence=evidence)
             rounds += heard.rounds
             if heard.refused or heard.answer is None:
                 silent.append(source)
@@ -208,13 +214,6 @@ def record_verdict(run: Run, evidence: Evidence, verdict: Verdict) -> None:
         run.trace.evidence = EvidenceTrace.model_validate(evidence.as_dict())
     row = WeighingRow.model_validate(verdict.as_dict(evidence.items))
     run.trace.evidence.verdicts = [*run.trace.evidence.verdicts, row]  # marks it set
-
-
-def context_evidence(question: str, context: Sequence[ContextPassage]) -> Evidence:
-    """Without Ring 2 (``--defense ring3``) the context is the only evidence there is: no
-    embeddings, no track records, and the tier a passage came with."""
-    return Evidence(question, [Item(p.id, p.doc_id, p.writer, p.tier, p.text)
-                               for p in context], None, None)
 
 
 def evidence_passage(item: Item) -> ContextPassage:

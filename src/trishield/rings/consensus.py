@@ -1,10 +1,15 @@
-"""Ring 3, Cross-LLM Consensus: a panel of different models must agree on the answer.
+"""Ring 3, Cross-LLM Consensus: what the panel's answers are worth is what the evidence says.
 
-Answers are normalised and grouped (``trishield.answers.same_answer``); agreement is the
-largest group's size over the panel size. Below ``tau`` the least-trusted third of the context
-is dropped and the panel asked once more; if it still disagrees, TriShield refuses with the
-reason. An agreed answer that no context passage supports, or that only one low-trust source
-supports, is refused as insufficient evidence rather than guessed.
+Every member answers from the same context. Answers are normalised and grouped
+(``trishield.answers.same_answer``) into *claims*; a claim counts only when a context passage
+states it (an answer no passage states is a misreading or a guess, whoever gave it). One
+stated claim is the answer, however many members declined or rambled: small models word the
+same answer differently and decline often, and a headcount turned that into refusals. Several
+stated claims are weighed by their independent evidence (:meth:`Evidence.judge`); when the
+evidence cannot tell them apart because they rest on the same passages, the readers disagree
+about what one text says and the larger group needs ``tau`` of the panel. Without an answer
+the least-trusted third of the context is dropped and the panel asked once more; then
+TriShield answers or refuses with the reason.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from trishield.answers import (
 )
 from trishield.llm.base import Reader, ReaderAnswer
 from trishield.rings.config_types import CONFIG, GateMode, TierTuple, Unit
+from trishield.rings.evidence import Evidence, Item, Verdict
 from trishield.stages import ContextPassage
 
 GATE_MODES: tuple[str, ...] = get_args(GateMode)
@@ -34,8 +40,9 @@ GATE_MODES: tuple[str, ...] = get_args(GateMode)
 @config_dataclass(frozen=True, config=CONFIG)
 class ConsensusConfig:
     tau: Annotated[float, Field(gt=0.0, le=1.0)] = 2 / 3
-    """Agreement threshold: the largest answer group over the panel size (0 would accept
-    anything)."""
+    """Only for claims the evidence cannot tell apart (stated by the same passages): the
+    share of the panel the larger group needs. Claims with different evidence are weighed,
+    not counted (0 would accept anything)."""
     retry: bool = True
     drop_fraction: Unit = 1 / 3
     gate: GateMode = "gated"
@@ -104,6 +111,9 @@ class ConsensusResult:
     retried: bool = False
     """Whether the panel was asked again without the least-trusted third (a contested
     question's rounds are one per source, not retries)."""
+    verdict: Verdict | None = None
+    """When the panel's answers made several stated claims: how their evidence was weighed
+    (the trace's evidence section shows it)."""
 
     def as_dict(self) -> dict[str, object]:
         return {"answer": self.answer, "refused": self.refused, "reason": self.reason,
@@ -112,14 +122,17 @@ class ConsensusResult:
 
 
 def presented_to(member: Reader, passages: Sequence[ContextPassage]) -> list[tuple[str, str]]:
-    """The context as ``(id, text)`` pairs in the order this member should read it.
+    """The context as ``(id, text)`` pairs in the order the member reads it: most trusted
+    first, for every member.
 
-    Passages arrive most-trusted first. Small LLMs weigh what they read last (next to the
-    question) most, so an LLM gets them most-trusted *last*; the extractive reader, which
-    breaks ties towards earlier passages, keeps the trust order.
+    The paper's design put the most trusted passage last (next to the question), on the
+    belief that small LLMs weigh what they read last. Measured on the benchmark's benign
+    questions with the default reader (Qwen2.5-0.5B, docs/design.md, "Reading order") the
+    opposite holds: it answers from the first passage more often, and reversing the order cost
+    benign accuracy. The extractive reader breaks ties towards earlier passages as well.
     """
-    ordered = list(reversed(passages)) if member.uses_llm else list(passages)
-    return [(p.id, p.text) for p in ordered]
+    del member  # the same order for every member; kept so the call sites say who reads
+    return [(p.id, p.text) for p in passages]
 
 
 def group_answers(votes: Sequence[Vote], question: str = "") -> list[list[Vote]]:
@@ -158,6 +171,39 @@ def drop_least_trusted(passages: Sequence[ContextPassage],
     return [p for p in passages if p.id in kept_ids]
 
 
+@dataclass
+class StatedClaim:
+    """One group of agreeing answers that a context passage states: the answer given (the
+    group's first answer a passage states, statements before a bare yes/no) and those
+    passages."""
+
+    answer: str
+    support: list[ContextPassage]
+    members: int
+
+
+def stated_claims(round_: Round, passages: Sequence[ContextPassage],
+                  question: str) -> list[StatedClaim]:
+    """The round's answer groups that the context states, largest group first. A bare yes/no
+    has nothing a passage could contain, so it counts only through an agreeing statement."""
+    claims = []
+    for group in group_answers(round_.votes, question):
+        answers = sorted((v.answer for v in group), key=len)
+        for candidate in sorted(answers, key=lambda a: polarity(a) is not None):
+            support = supporting_passages(candidate, passages, question)
+            if support:
+                claims.append(StatedClaim(candidate, support, len(group)))
+                break
+    return claims
+
+
+def context_evidence(question: str, passages: Sequence[ContextPassage]) -> Evidence:
+    """The context as evidence when no pool was read (Ring 3 alone): the tier and writer each
+    passage came with, no embeddings, no track records."""
+    return Evidence(question, [Item(p.id, p.doc_id, p.writer or p.doc_id, p.tier, p.text)
+                               for p in passages], None, None)
+
+
 class Consensus:
     def __init__(self, panel: Sequence[Reader], config: ConsensusConfig | None = None):
         if not panel:
@@ -174,45 +220,99 @@ class Consensus:
         groups = group_answers(votes, question)
         largest = groups[0] if groups else []
         agreement = len(largest) / len(members)
-        # the group's shortest answer is its crispest statement (ties: panel order)
-        answers = (sorted((v.answer for v in largest), key=len)
-                   if agreement >= self.config.tau and largest else [])
         described = [{"answer": g[0].answer, "members": [v.member for v in g],
                       "size": len(g)} for g in groups]
-        return Round([p.id for p in passages], votes, described, agreement,
-                     answers[0] if answers else None, answers)
+        return Round([p.id for p in passages], votes, described, agreement, None,
+                     sorted((v.answer for v in largest), key=len))
 
     def decide(self, question: str, passages: Sequence[ContextPassage], *,
-               use_panel: bool = True) -> ConsensusResult:
-        """Vote (once, or twice with the bottom third dropped), then check the evidence."""
+               use_panel: bool = True, evidence: Evidence | None = None) -> ConsensusResult:
+        """Ask (once, or twice with the least-trusted third dropped when the first round gives
+        no answer), then settle the stated claims on their evidence. ``evidence`` is the pool
+        Ring 2 read (it knows writers' records and near-duplicates); without it the context
+        alone is the evidence."""
         if not passages:
             return ConsensusResult(None, True, "insufficient evidence: no passage survived the "
                                    "defense to answer from")
         members = self.panel if use_panel else self.panel[:1]
-        rounds = [self._round(question, passages, members)]
+        evidence = evidence or context_evidence(question, passages)
         current = list(passages)
-        if rounds[-1].winner is None and self.config.retry and use_panel and len(passages) > 1:
+        rounds = [self._round(question, current, members)]
+        result = self._settle(question, rounds, current, evidence, members)
+        if result.refused and self.config.retry and use_panel and len(passages) > 1:
             current = drop_least_trusted(passages, self.config.drop_fraction)
             rounds.append(self._round(question, current, members))
+            result = self._settle(question, rounds, current, evidence, members)
+            if result.refused and "after dropping" not in result.reason:
+                result.reason += " (also after dropping the least-trusted third)"
+        return replace(result, retried=len(rounds) > 1)
+
+    def _settle(self, question: str, rounds: list[Round], passages: Sequence[ContextPassage],
+                evidence: Evidence, members: Sequence[Reader]) -> ConsensusResult:
         final = rounds[-1]
-        if final.winner is None:
+        claims = stated_claims(final, passages, question)
+        if not claims:
             if all(v.refused for v in final.votes):
-                reason = "the context does not contain the answer (every panel member declined)"
-            else:
-                reason = (f"no agreement: agreement {final.agreement:.2f} < tau "
-                          f"{self.config.tau:.2f}"
-                          + (" after dropping the least-trusted third" if len(rounds) > 1
-                             else ""))
-            return replace(ConsensusResult(None, True, reason, rounds),
-                           retried=len(rounds) > 1)
-        return replace(self.check_evidence(question, final.agreed_answers, current, rounds),
-                       retried=len(rounds) > 1)
+                reason = ("the context does not contain the answer (every member declined)"
+                          if len(members) > 1 else
+                          f"{members[0].name} declined: the context does not hold the answer")
+                return ConsensusResult(None, True, reason, rounds)
+            given = "', '".join(dict.fromkeys(v.answer for v in final.votes if not v.refused))
+            if not self.config.require_support:
+                winner = final.agreed_answers[0] if final.agreed_answers else None
+                if winner is not None and final.agreement >= self.config.tau:
+                    final.winner = winner
+                    return ConsensusResult(winner, False, "agreed (support not required)",
+                                           rounds)
+            return ConsensusResult(None, True, f"insufficient evidence: no context passage "
+                                   f"supports the answer '{given}'", rounds)
+        chosen, verdict = self._weigh(claims, evidence, len(members))
+        if chosen is None:
+            return ConsensusResult(None, True, verdict.reason if verdict else "", rounds,
+                                   verdict=verdict)
+        final.winner = chosen.answer
+        documents = {p.doc_id for p in chosen.support}
+        support_ids = [p.id for p in chosen.support]
+        if (self.config.require_support and len(documents) == 1
+                and all(p.tier in self.config.low_trust_tiers for p in chosen.support)):
+            return ConsensusResult(None, True, f"insufficient evidence: the answer "
+                                   f"{chosen.answer!r} rests on a single low-trust source "
+                                   f"({chosen.support[0].doc_id})", rounds, support_ids,
+                                   verdict=verdict)
+        reason = ("agreed" if verdict is None else f"weighed: {verdict.reason}")
+        return ConsensusResult(chosen.answer, False, reason, rounds, support_ids,
+                               verdict=verdict)
+
+    def _weigh(self, claims: list[StatedClaim], evidence: Evidence,
+               panel_size: int) -> tuple[StatedClaim | None, Verdict | None]:
+        """One stated claim is the answer; several are weighed by their evidence. Claims the
+        evidence cannot tell apart (the same passages state both) are a reading dispute: the
+        larger group needs ``tau`` of the panel."""
+        if len(claims) == 1:
+            return claims[0], None
+        position = {item.id: i for i, item in enumerate(evidence.items)}
+        by_label = {c.answer: c for c in claims}
+        verdict = evidence.judge({c.answer: [position[p.id] for p in c.support
+                                             if p.id in position] for c in claims})
+        if verdict.outcome != "conflict":
+            return by_label[verdict.support.label], verdict
+        best, runner_up = by_label[verdict.support.label], by_label[verdict.opposition.label]
+        same_text = {p.id for p in best.support} == {p.id for p in runner_up.support}
+        larger = max(claims, key=lambda c: c.members)
+        if same_text and larger.members / panel_size >= self.config.tau:
+            return larger, Verdict("stands", f"{larger.answer!r} and {runner_up.answer!r} "
+                                   "rest on the same passages; "
+                                   f"{larger.members} of {panel_size} members read "
+                                   f"{larger.answer!r} (tau {self.config.tau:.2f})",
+                                   verdict.support, verdict.opposition)
+        return None, verdict
 
     def check_evidence(self, question: str, answers: Sequence[str],
-                        passages: Sequence[ContextPassage],
-                        rounds: list[Round]) -> ConsensusResult:
+                       passages: Sequence[ContextPassage],
+                       rounds: list[Round]) -> ConsensusResult:
+        """Whether the answer (the first of ``answers`` a passage states) is stated by
+        ``passages``: the last check before a weighed claim is given."""
         answer, support = answers[0], []
-        # a bare yes/no is backed by the agreeing statement, so statements are tried first
         for candidate in sorted(answers, key=lambda a: polarity(a) is not None):
             support = supporting_passages(candidate, passages, question)
             if support:

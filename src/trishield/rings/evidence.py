@@ -54,6 +54,10 @@ class EvidenceConfig:
     """Context passages per near-duplicate cluster: the context holds distinct evidence."""
     per_writer: Annotated[int, Field(ge=1)] = 2
     """Context passages per writer while other writers' passages remain in the pool."""
+    flagged_weight: Annotated[float, Field(gt=0, le=1)] = 0.25
+    """Weight factor for a source with a passage Ring 1 flagged but let through (suspect
+    form: an instruction, a pasted question): it counts as little as an untrusted writer's
+    word when claims are weighed, without changing its tier."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class Evidence:
                 self.same_origin[a, b] = first.writer == second.writer or (
                     first.batch is not None and first.batch == second.batch)
         self.linked = self.same_origin | self.duplicate
+        self.suspects: frozenset[int] = frozenset()
+        """Passages Ring 1 flagged (set by Ring 3 from the run's signals)."""
 
     # -- independence -----------------------------------------------------------------------
     def components(self, members: Sequence[int], links: np.ndarray) -> list[tuple[int, ...]]:
@@ -204,7 +210,9 @@ class Evidence:
                            and earliest < first_opposed)
             standing = max(self.records[w] for w in writers)
             weight = (self.config.tier_weight.get(tier, self.config.tier_weight["untrusted"])
-                      * standing * (self.config.precedence if established else 1.0))
+                      * standing * (self.config.precedence if established else 1.0)
+                      * (self.config.flagged_weight if self.suspects.intersection(group)
+                         else 1.0))
             found.append(Source(group, writers, tier, standing, earliest, weight, established))
         return tuple(found)
 

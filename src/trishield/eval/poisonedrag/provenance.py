@@ -1,10 +1,12 @@
 """Signed provenance for the benchmark, decided by the service's own code.
 
-A registered publisher signs the clean passages' content hashes with Ed25519; the attacker
-forges the same publisher's tag with its own key. Both keys derive from fixed seeds so the
-benchmark is reproducible; every tag goes through :func:`trishield.provenance.signing.
-decide_provenance` against a real key store, so a forged tag fails here for exactly the
-reason it would fail at ``POST /v1/documents``.
+A registered publisher signs each clean passage's record (its id, content hash, version and
+issue time: the v2 record the service accepts, not the legacy text-only signature it refuses)
+with Ed25519; the attacker forges the same publisher's tag with its own key. Both keys derive
+from fixed seeds so the benchmark is reproducible; every tag goes through
+:func:`trishield.provenance.signing.decide_provenance` against a real key store (with the
+document id, as the service calls it), so a forged tag fails here for exactly the reason it
+would fail at ``POST /v1/documents``.
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ from trishield.provenance.keys import ApiKey, KeyStore
 from trishield.provenance.signing import (
     ProvenanceClaim,
     ProvenanceVerdict,
+    SignedRecord,
     decide_provenance,
     public_key_b64,
-    sign,
+    sign_record,
 )
 
 PUBLISHER = "wiki-publisher"
 CLEAN_WRITER = "wikipedia"
 ATTACKER = "attacker"
+SIGNED_AT = 1_735_689_600
+"""The fixed issue time of every benchmark record (2025-01-01): reproducible, never future."""
 
 
 def _key(seed: str) -> Ed25519PrivateKey:
@@ -55,11 +60,14 @@ class Provenance:
                 return key
         return self.store.create_key(name, "writer", tier)[0]
 
-    def tag(self, content_hash: str, *, forged: bool) -> ProvenanceClaim:
-        """The tag a writer attaches: the publisher's own signature, or the attacker's forgery."""
+    def tag(self, doc_id: str, content_hash: str, *, forged: bool) -> ProvenanceClaim:
+        """The tag a writer attaches: the publisher's own signed record of this document, or
+        the attacker's forgery of one."""
         key = self._attacker if forged else self._publisher
-        return ProvenanceClaim(PUBLISHER, sign(key, content_hash),
-                               Tier.TRUSTED.value if forged else None)
+        record = SignedRecord(doc_id, content_hash, 1, SIGNED_AT)
+        return ProvenanceClaim(PUBLISHER, sign_record(key, record),
+                               Tier.TRUSTED.value if forged else None, record.version,
+                               record.issued_at)
 
     def verdict(self, doc_id: str, content_hash: str) -> ProvenanceVerdict:
         """What the service decides for this document's tag (memoised: it is deterministic)."""
@@ -68,7 +76,8 @@ class Provenance:
         if cached is None:
             writer = self._writers[ATTACKER if poison else CLEAN_WRITER]
             cached = decide_provenance(self.store, writer, content_hash,
-                                       self.tag(content_hash, forged=poison))
+                                       self.tag(doc_id, content_hash, forged=poison),
+                                       doc_id=doc_id)
             self._verdicts[doc_id, content_hash] = cached
         self.checks[doc_id] = cached.note
         return cached
