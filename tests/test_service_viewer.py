@@ -140,6 +140,19 @@ def _screenshot(driver, name: str) -> Path:
     return path
 
 
+def _viewport_shot(driver, name: str, element=None) -> Path:
+    """What a reader sees in the window (``save_screenshot``), ``element`` at the top: the
+    small pictures docs/viewer.md shows are these (copied from ``tests/artifacts/``)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    if element is None:
+        driver.execute_script("window.scrollTo(0, 0)")
+    else:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
+    path = ARTIFACTS / f"{name}.png"
+    assert driver.save_screenshot(str(path))
+    return path
+
+
 def _use_key(driver, url: str, page: str, key: str) -> None:
     from selenium.webdriver.common.by import By
 
@@ -248,7 +261,7 @@ def test_passages_open_with_ring1s_evidence_highlighted(live_app, browser) -> No
                if r.find_elements(By.CSS_SELECTOR, f'details[data-passage="{verdict["id"]}"]'))
     text = _open_passage(browser, row.find_element(By.CSS_SELECTOR, "details.passage"))
     assert text == texts[doc_id]  # the chunk is the whole (short) poison
-    marks = row.find_elements(By.CSS_SELECTOR, "mark.ring1")
+    marks = row.find_elements(By.CSS_SELECTOR, "mark.hl-ring1")
     assert marks, "Ring 1's evidence is not highlighted"
     evidence = " ".join(p["evidence"] for p in verdict["patterns"]).lower()
     for mark in marks:
@@ -268,8 +281,10 @@ def test_passages_open_with_ring1s_evidence_highlighted(live_app, browser) -> No
     assert [c.get_attribute("textContent") for c in cells] == \
         [p["text"] for p in trace["context"]]
     if raw["answer"]:
-        assert browser.find_elements(By.CSS_SELECTOR, "#context-table mark.answer")
+        assert browser.find_elements(By.CSS_SELECTOR, "#context-table mark.hl-answer")
     _check_answer_box(browser, raw)
+    _viewport_shot(browser, "docs-viewer-answer")
+    _viewport_shot(browser, "docs-viewer-ring1", browser.find_element(By.ID, "ring1-title"))
     # the markup in the attacker's id is still text after the passages were opened
     assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img")
@@ -307,12 +322,14 @@ def test_conflicting_passages_are_shown_side_by_side(live_app, browser) -> None:
         _wait(browser, lambda d, c=column: c.find_elements(
             By.CSS_SELECTOR, "details.passage[data-loaded='1']"), 30)
         assert claim["claim"] in column.text
-        marks = [m.text for m in column.find_elements(By.CSS_SELECTOR, "mark.claim")]
+        marks = [m.text for m in column.find_elements(By.CSS_SELECTOR, "mark.hl-claim")]
         assert marks and all(m.lower() == claim["claim"].lower() for m in marks)
     shown = {column.text for column in columns}
     assert any("1891" in text for text in shown) and any("1905" in text for text in shown)
     _check_answer_box(browser, raw)
     _screenshot(browser, "viewer-conflict")
+    _viewport_shot(browser, "docs-viewer-evidence",
+                   browser.find_element(By.CSS_SELECTOR, "#ring3 h3:last-of-type"))
 
 
 def test_ask_page_shows_the_evidence_of_a_contested_question(live_app, browser) -> None:

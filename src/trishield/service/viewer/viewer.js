@@ -132,10 +132,10 @@ function escapeRegExp(text) {
 function quoteParts(quote) {
   const parts = new Set();
   const whole = quote.trim();
-  if (whole.length >= 3) parts.add(whole);
+  if (whole.length >= 2) parts.add(whole);
   for (const part of whole.split(/[;,]\s+|\s+(?:->|\u2192)\s+/)) {
     const clean = part.trim().replace(/^["'\u201c\u2018]+|["'\u201d\u2019.\u2026]+$/g, "");
-    if (clean.length >= 3) parts.add(clean);
+    if (clean.length >= 2) parts.add(clean);
   }
   return [...parts];
 }
@@ -176,7 +176,7 @@ function renderPassage(box, text, needles) {
   const { node, missing } = highlight(text, needles);
   box.replaceChildren(node);
   // Ring 1's quotes should be in the passage: say so when one is not (the answer may not be)
-  for (const needle of missing.filter((n) => n.cls === "ring1")) {
+  for (const needle of missing.filter((n) => n.cls === "hl-ring1")) {
     box.append(el("div", { class: "muted" }, needle.title + " (not verbatim in the passage as " +
       "written; Ring 1 reads it normalised): \u201c" + needle.quote + "\u201d"));
   }
@@ -205,7 +205,7 @@ function passage(chunkId, needles) {
 
 // What each ring found in a passage, to highlight wherever the passage is shown.
 function ring1Needles(verdict) {
-  return verdict ? verdict.patterns.map((p) => ({ quote: p.evidence, cls: "ring1",
+  return verdict ? verdict.patterns.map((p) => ({ quote: p.evidence, cls: "hl-ring1",
     title: "Ring 1: " + p.name })) : [];
 }
 
@@ -245,7 +245,7 @@ function renderAnswer(result) {
   const ring1 = trace.ring1 ? Object.fromEntries(trace.ring1.verdicts.map((v) => [v.id, v])) : {};
   const ring2 = trace.ring2 ? Object.fromEntries(trace.ring2.ranked.map((r) => [r.chunk_id, r])) : {};
   const answerNeedle = result.answer
-    ? [{ quote: result.answer, cls: "answer", title: "the answer" }] : [];
+    ? [{ quote: result.answer, cls: "hl-answer", title: "the answer" }] : [];
   const needles = (chunkId) => ring1Needles(ring1[chunkId]).concat(answerNeedle);
 
   const state = answerState(result);
@@ -379,9 +379,11 @@ function sides(id, columns) {
     box.append(el("h4", {}, column.title));
     if (column.lines) for (const line of column.lines) box.append(el("div", { class: "muted" }, line));
     for (const id of column.passages) {
-      const details = passage(id, [{ quote: column.quote, cls: "claim", title: "the claim" }]);
-      details.open = true;
-      details.dispatchEvent(new Event("toggle"));
+      const details = passage(id, [{ quote: column.quote, cls: "hl-claim", title: "the claim" }]);
+      if (column.open) {
+        details.open = true;
+        details.dispatchEvent(new Event("toggle"));
+      }
       box.append(details);
     }
     grid.append(box);
@@ -399,6 +401,7 @@ function claimColumn(side, claim, cls) {
         s.passages.length + " passage(s), weight " + num(s.weight, 2) +
         (s.established ? ", established" : "") + ")")),
     passages: [...new Set(claim.sources.flatMap((s) => s.passages))],
+    open: true,
   };
 }
 
