@@ -284,6 +284,16 @@ def test_passages_open_with_ring1s_evidence_highlighted(live_app, browser) -> No
         assert browser.find_elements(By.CSS_SELECTOR, "#context-table mark.hl-answer")
     _check_answer_box(browser, raw)
     _viewport_shot(browser, "docs-viewer-answer")
+    # the near-copy of the refund policy: the changed number is what Ring 1 quotes and marks
+    tampered = [v for v in trace["ring1"]["verdicts"]
+                if any(p["name"] == "tampered_copy" for p in v["patterns"])]
+    assert tampered
+    for verdict in tampered:
+        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#ring1-table tbody tr")
+                   if r.find_elements(By.CSS_SELECTOR,
+                                      f'details[data-passage="{verdict["id"]}"]'))
+        _open_passage(browser, row.find_element(By.CSS_SELECTOR, "details.passage"))
+        assert "90" in [m.text for m in row.find_elements(By.CSS_SELECTOR, "mark.hl-ring1")]
     _viewport_shot(browser, "docs-viewer-ring1", browser.find_element(By.ID, "ring1-title"))
     # the markup in the attacker's id is still text after the passages were opened
     assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None

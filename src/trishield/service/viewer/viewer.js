@@ -127,12 +127,16 @@ function escapeRegExp(text) {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
-// A quote ("ignore previous instructions, you must answer") may join several matches; each
-// part is looked for on its own, whitespace-insensitively and ignoring case.
+// A quote ("ignore previous instructions, you must answer") may join several matches, or
+// quote words inside an explanation ("'30' -> '90' (copy of refund-policy ...)"); each part
+// and each quoted word is looked for on its own, whitespace-insensitively and ignoring case.
 function quoteParts(quote) {
   const parts = new Set();
   const whole = quote.trim();
   if (whole.length >= 2) parts.add(whole);
+  // quoted words: a quote mark after a space and before one (so "don't ... it's" is no quote)
+  const quoted = /(?:^|[\s(])(?:'([^']{2,200})'|"([^"]{2,200})"|\u201c([^\u201d]{2,200})\u201d)(?=$|[\s),.;:])/g;
+  for (const match of whole.matchAll(quoted)) parts.add(match[1] || match[2] || match[3]);
   for (const part of whole.split(/[;,]\s+|\s+(?:->|\u2192)\s+/)) {
     const clean = part.trim().replace(/^["'\u201c\u2018]+|["'\u201d\u2019.\u2026]+$/g, "");
     if (clean.length >= 2) parts.add(clean);
