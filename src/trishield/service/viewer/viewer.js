@@ -261,7 +261,8 @@ function renderAnswer(result) {
   } else {
     answer.replaceChildren(el("strong", {}, state.label + ": "), result.answer,
       el("div", { class: "muted" }, "citations: " + (result.citations.join(", ") || "none") +
-        " \u2014 " + result.reason + (state.note ? " \u2014 " + state.note : "")));
+        " \u2014 " + (trace.ring3 ? "Ring 3: " : "") + result.reason +
+        (state.note ? " \u2014 " + state.note : "")));
   }
   document.getElementById("summary").textContent =
     "defense " + trace.defense + ", " + trace.backend + " retrieval, pool " + trace.pool +
