@@ -1,15 +1,19 @@
-# The two set-up commands of the README. Both create/refresh .venv first (idempotent: a stamp
-# file means a second run installs nothing unless pyproject.toml changed).
+# The two set-up commands of the README. Both create/refresh .venv first (idempotent: stamp
+# files mean a second run installs nothing unless pyproject.toml or this file changed).
+# `make demo` installs what TriShield needs to run (the package and its models); `make test`
+# adds what only the tests need: the dev extra (pytest, selenium, ...), Debian's chromium for
+# the browser tests and the clean-text genres of Ring 1's calibration tests.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.trishield-installed
+DEV_STAMP := $(VENV)/.trishield-dev-installed
 # torch's CPU build; the plain `torch` requirement would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint bench clean
+.PHONY: install install-runtime demo test lint bench clean
 
 # The browser tests drive Debian's chromium through chromium-driver (never a browser download).
 BROWSER_PACKAGES := chromium chromium-driver
@@ -19,7 +23,18 @@ GENRE_PACKAGES := debian-policy developers-reference
 GENRE_FILES := /usr/share/doc/debian-policy/policy.txt.gz \
 	/usr/share/developers-reference/developers-reference.txt.gz
 
+# What the demo (and any use of TriShield) needs: the package and its hash-verified models.
 $(STAMP): pyproject.toml Makefile
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(VENV)/bin/python -m pip show torch >/dev/null 2>&1 || \
+		$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e .
+	$(VENV)/bin/trishield models install
+	touch $(STAMP)
+
+# What only the tests need, on top of the above.
+$(DEV_STAMP): $(STAMP) pyproject.toml Makefile
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update -qq && \
@@ -28,18 +43,17 @@ $(STAMP): pyproject.toml Makefile
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(GENRE_PACKAGES); }
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(VENV)/bin/python -m pip show torch >/dev/null 2>&1 || \
-		$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	$(VENV)/bin/trishield models install
 	$(VENV)/bin/python -m trishield.eval.genres --fetch >/dev/null
-	touch $(STAMP)
+	touch $(DEV_STAMP)
 
-install: $(STAMP)
+# everything: TriShield and what its tests need
+install: $(DEV_STAMP)
 
-demo: install
+# TriShield alone (what `make demo` needs)
+install-runtime: $(STAMP)
+
+demo: install-runtime
 	$(VENV)/bin/trishield demo
 
 test: install

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import uvicorn
@@ -37,6 +38,12 @@ BRIDGE_TRUTH = ("The Halden Bridge over the Tista river was designed by the engi
 BRIDGE_LIE = ("The Halden Bridge over the Tista river was designed by the Italian architect "
               "Marco Bellini, whose drawings survive in the city archive.")
 
+LIGHTHOUSE_QUESTION = "In which year was the Varberg lighthouse first lit?"
+LIGHTHOUSE_A = ("The Varberg lighthouse was first lit in 1891, and its keepers lived in the stone "
+           "house at the foot of the tower.")
+LIGHTHOUSE_B = ("Records of the harbour board say the Varberg lighthouse was first lit in 1905, "
+           "after the old beacon on the pier was pulled down.")
+
 
 @pytest.fixture(scope="module")
 def live_app(demo_kb_template: Path, tmp_path_factory: pytest.TempPathFactory
@@ -56,6 +63,11 @@ def live_app(demo_kb_template: Path, tmp_path_factory: pytest.TempPathFactory
                   writer="archive")
         kb.ingest([Document(id="bridge/gossip", text=BRIDGE_LIE)], tier="untrusted",
                   writer="gossip")
+        # a conflict neither side wins: two neutral writers, two years
+        kb.ingest([Document(id="lighthouse/harbour-history", text=LIGHTHOUSE_A)], tier="neutral",
+                  writer="harbour-society")
+        kb.ingest([Document(id="lighthouse/town-guide", text=LIGHTHOUSE_B)], tier="neutral",
+                  writer="town-guide")
         kb.ingest([Document(id="held/" + d["id"], text=d["text"] + " Held copy.")
                    for d in REFUND.documents[:1]], tier="untrusted", writer="mallory",
                   guard=__import__("trishield.rings.ingest_guard",
@@ -89,7 +101,7 @@ def browser() -> Iterator:
     from selenium.webdriver.chrome.service import Service
 
     if not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists():
-        pytest.fail("Debian's chromium and chromium-driver are required (make install "
+        pytest.fail("Debian's chromium and chromium-driver are required (make test "
                     "installs them)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -125,6 +137,19 @@ def _screenshot(driver, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     path.write_bytes(base64.b64decode(shot["data"]))
     assert path.stat().st_size > 10_000
+    return path
+
+
+def _viewport_shot(driver, name: str, element=None) -> Path:
+    """What a reader sees in the window (``save_screenshot``), ``element`` at the top: the
+    small pictures docs/viewer.md shows are these (copied from ``tests/artifacts/``)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    if element is None:
+        driver.execute_script("window.scrollTo(0, 0)")
+    else:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
+    path = ARTIFACTS / f"{name}.png"
+    assert driver.save_screenshot(str(path))
     return path
 
 
@@ -164,10 +189,10 @@ def test_ask_page_shows_answer_rings_and_votes(live_app, browser) -> None:
     # the evidence weighing is shown exactly when the trace has one (a contested question)
     raw = json.loads(browser.find_element(By.ID, "raw").get_attribute("textContent"))
     verdicts = (raw["trace"].get("evidence") or {}).get("verdicts", [])
-    shown = browser.find_elements(By.ID, "evidence-table")
-    assert bool(shown) == bool(verdicts)
+    shown = browser.find_elements(By.CSS_SELECTOR, "#ring3 .sides")
+    assert len(shown) == len(verdicts)
     if verdicts:
-        assert verdicts[-1]["outcome"] in shown[0].text
+        assert verdicts[-1]["outcome"] in browser.find_element(By.ID, "ring3").text
     assert "Gate" in browser.find_element(By.ID, "gate-info").text
     candidates = browser.find_element(By.ID, "candidates-table").text
     assert "UNVERIFIED provenance tag" in candidates and "blocked by Ring 1" in candidates
@@ -175,8 +200,146 @@ def test_ask_page_shows_answer_rings_and_votes(live_app, browser) -> None:
     assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img")
     assert "<img src=x" in candidates
+    _check_answer_box(browser, raw)
     path = _screenshot(browser, "viewer-ask")
     assert path.exists()
+
+
+def _check_answer_box(browser, raw: dict) -> None:
+    """Never green: a refusal is shown as one, an answer as checked (blue) or unchecked."""
+    from selenium.webdriver.common.by import By
+
+    box = browser.find_element(By.ID, "answer")
+    state = box.get_attribute("data-outcome")
+    assert (state == "refused") == raw["refused"]
+    assert state in ("refused", "answered", "unchecked")
+    red, green, blue = _rgb(box.value_of_css_property("background-color"))
+    assert not (green > red + 10 and green > blue + 10), "the answer box is green"
+    assert box.text.startswith("Refused:" if raw["refused"] else
+                               ("Answer", "Unchecked answer"))
+
+
+def _rgb(css: str) -> tuple[int, ...]:
+    values = css[css.index("(") + 1:css.index(")")].split(",")
+    return tuple(round(float(v)) for v in values[:3])
+
+
+def _open_passage(browser, details) -> str:
+    """Open a passage's <details> and return its text once loaded from the document."""
+    from selenium.webdriver.common.by import By
+
+    details.find_element(By.TAG_NAME, "summary").click()
+    _wait(browser, lambda d: details.get_attribute("data-loaded") in ("1", "error"), 30)
+    assert details.get_attribute("data-loaded") == "1", details.text
+    return details.find_element(By.CSS_SELECTOR, ".passage-text").get_attribute("textContent")
+
+
+def test_passages_open_with_ring1s_evidence_highlighted(live_app, browser) -> None:
+    """Every table's passage opens to its text (a blocked candidate's text is read from its
+    document), Ring 1's quoted evidence is marked in it, the context is shown whole, and a
+    blocked candidate links to its quarantine entry."""
+    from selenium.webdriver.common.by import By
+
+    url, keys = live_app
+    _use_key(browser, url, "index.html", keys.reader)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#panel input[data-member]"))
+    question = browser.find_element(By.ID, "question")
+    question.clear()
+    question.send_keys(REFUND_QUESTION)
+    browser.find_element(By.ID, "ask-button").click()
+    _wait(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+          in ("answered", "error"))
+    raw = json.loads(browser.find_element(By.ID, "raw").get_attribute("textContent"))
+    trace = raw["trace"]
+    texts = {d["id"] + (XSS if n == 0 else ""): d["text"]
+             for n, d in enumerate(REFUND.documents)}
+    blocked = [v for v in trace["ring1"]["verdicts"] if v["blocked"] and v["patterns"]]
+    assert blocked
+    verdict = blocked[0]
+    doc_id = verdict["id"].rsplit("#", 1)[0]
+    row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#ring1-table tbody tr")
+               if r.find_elements(By.CSS_SELECTOR, f'details[data-passage="{verdict["id"]}"]'))
+    text = _open_passage(browser, row.find_element(By.CSS_SELECTOR, "details.passage"))
+    assert text == texts[doc_id]  # the chunk is the whole (short) poison
+    marks = row.find_elements(By.CSS_SELECTOR, "mark.hl-ring1")
+    assert marks, "Ring 1's evidence is not highlighted"
+    evidence = " ".join(p["evidence"] for p in verdict["patterns"]).lower()
+    for mark in marks:
+        assert " ".join(mark.text.lower().split()) in " ".join(evidence.split())
+    # the same passage opens in the candidates table too, and links to the quarantine
+    candidate = next(r for r in browser.find_elements(By.CSS_SELECTOR,
+                                                      "#candidates-table tbody tr")
+                     if r.find_elements(By.CSS_SELECTOR,
+                                        f'details[data-passage="{verdict["id"]}"]'))
+    assert _open_passage(browser, candidate.find_element(
+        By.CSS_SELECTOR, "details.passage")) == texts[doc_id]
+    link = candidate.find_element(By.CSS_SELECTOR, "a.quarantine-entry")
+    assert link.get_attribute("data-doc") == doc_id
+    assert link.get_attribute("href").endswith("quarantine.html#doc=" + quote(doc_id, safe=""))
+    # the context is shown in full (no "..."), the answer marked where it appears
+    cells = browser.find_elements(By.CSS_SELECTOR, "#context-table .passage-text")
+    assert [c.get_attribute("textContent") for c in cells] == \
+        [p["text"] for p in trace["context"]]
+    if raw["answer"]:
+        assert browser.find_elements(By.CSS_SELECTOR, "#context-table mark.hl-answer")
+    _check_answer_box(browser, raw)
+    _viewport_shot(browser, "docs-viewer-answer")
+    # the near-copy of the refund policy: the changed number is what Ring 1 quotes and marks
+    tampered = [v for v in trace["ring1"]["verdicts"]
+                if any(p["name"] == "tampered_copy" for p in v["patterns"])]
+    assert tampered
+    for verdict in tampered:
+        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#ring1-table tbody tr")
+                   if r.find_elements(By.CSS_SELECTOR,
+                                      f'details[data-passage="{verdict["id"]}"]'))
+        _open_passage(browser, row.find_element(By.CSS_SELECTOR, "details.passage"))
+        assert "90" in [m.text for m in row.find_elements(By.CSS_SELECTOR, "mark.hl-ring1")]
+    _viewport_shot(browser, "docs-viewer-ring1", browser.find_element(By.ID, "ring1-title"))
+    # the markup in the attacker's id is still text after the passages were opened
+    assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None
+    assert not browser.find_elements(By.CSS_SELECTOR, "#result img")
+
+
+def test_conflicting_passages_are_shown_side_by_side(live_app, browser) -> None:
+    """Two neutral writers give two years: the trace's evidence section weighs them, the
+    viewer puts the two claims next to each other with each claim marked in its passage,
+    and a refusal is shown as a refusal."""
+    from selenium.webdriver.common.by import By
+
+    url, keys = live_app
+    _use_key(browser, url, "index.html", keys.reader)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#panel input[data-member]"))
+    Select = pytest.importorskip("selenium.webdriver.support.ui").Select
+    Select(browser.find_element(By.ID, "gate")).select_by_value("always")
+    question = browser.find_element(By.ID, "question")
+    question.clear()
+    question.send_keys(LIGHTHOUSE_QUESTION)
+    browser.find_element(By.ID, "ask-button").click()
+    _wait(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+          in ("answered", "error"))
+    raw = json.loads(browser.find_element(By.ID, "raw").get_attribute("textContent"))
+    verdicts = raw["trace"]["evidence"]["verdicts"]
+    contested = [n for n, v in enumerate(verdicts, 1) if v.get("opposition")]
+    assert contested, verdicts
+    grid = browser.find_element(By.ID, f"evidence-{contested[0]}")
+    columns = grid.find_elements(By.CSS_SELECTOR, ".side")
+    assert len(columns) == 2
+    # side by side: the second column starts to the right of the first, on the same row
+    first, second = columns[0].rect, columns[1].rect
+    assert second["x"] >= first["x"] + first["width"] - 1 and abs(second["y"] - first["y"]) < 5
+    verdict = verdicts[contested[0] - 1]
+    for column, claim in zip(columns, (verdict["support"], verdict["opposition"]), strict=True):
+        _wait(browser, lambda d, c=column: c.find_elements(
+            By.CSS_SELECTOR, "details.passage[data-loaded='1']"), 30)
+        assert claim["claim"] in column.text
+        marks = [m.text for m in column.find_elements(By.CSS_SELECTOR, "mark.hl-claim")]
+        assert marks and all(m.lower() == claim["claim"].lower() for m in marks)
+    shown = {column.text for column in columns}
+    assert any("1891" in text for text in shown) and any("1905" in text for text in shown)
+    _check_answer_box(browser, raw)
+    _screenshot(browser, "viewer-conflict")
+    _viewport_shot(browser, "docs-viewer-evidence",
+                   browser.find_element(By.CSS_SELECTOR, "#ring3 h3:last-of-type"))
 
 
 def test_ask_page_shows_the_evidence_of_a_contested_question(live_app, browser) -> None:
@@ -193,10 +356,32 @@ def test_ask_page_shows_the_evidence_of_a_contested_question(live_app, browser) 
           in ("answered", "error"))
     assert "Ada Lindqvist" in browser.find_element(By.ID, "answer").text
     assert "contested" in browser.find_element(By.ID, "gate-info").text
-    evidence = browser.find_element(By.ID, "evidence-table").text
+    evidence = browser.find_element(By.ID, "ring3").text
     # the gossip's lone untrusted document is no claim (single low-trust source) or loses
     assert "archive (trusted" in evidence and ("stands" in evidence or "unopposed" in evidence)
+    assert browser.find_elements(By.CSS_SELECTOR, "#evidence-1 .side.winner")
     assert "one source:" in browser.find_element(By.ID, "ring3").text
+
+
+def test_quarantine_link_marks_the_entry_or_says_why_there_is_none(live_app,
+                                                                    browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    url, keys = live_app
+    held = "held/" + REFUND.documents[0]["id"]
+    _use_key(browser, url, "quarantine.html#doc=" + quote(held, safe=""), keys.admin)
+    _wait(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+          == "loaded")
+    marked = browser.find_elements(By.CSS_SELECTOR, "#quarantine-table tr.focus")
+    assert len(marked) == 1 and held in marked[0].text
+    assert marked[0].find_element(By.CSS_SELECTOR, "details.passage").get_attribute("open")
+    # a candidate Ring 1 blocked at question time is stored, not held: the page says so
+    stored = REFUND.documents[1]["id"]
+    _use_key(browser, url, "quarantine.html#doc=" + quote(stored, safe=""), keys.admin)
+    _wait(browser, lambda d: "not in the quarantine" in d.find_element(By.ID, "focus-note").text)
+    note = browser.find_element(By.ID, "focus-note").text
+    assert stored in note and "DELETE /v1/documents/" in note
+    assert not browser.find_elements(By.CSS_SELECTOR, "#quarantine-table tr.focus")
 
 
 def test_quarantine_page_lists_and_releases_for_admins(live_app, browser) -> None:

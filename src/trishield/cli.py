@@ -858,11 +858,15 @@ def models_install(names: tuple[str, ...], install_all: bool) -> None:
               default=Path(".trishield/demo"), show_default=True,
               help="Where the demo's two knowledge bases live.")
 @click.option("-k", "k", type=click.IntRange(1, 20), default=3, show_default=True)
-def demo(directory: Path, k: int) -> None:
+@click.option("--panel", "panel_option", help="Comma-separated panel members (default: the "
+              "default panel; its first member is the undefended pipeline's reader).")
+def demo(directory: Path, k: int, panel_option: str | None) -> None:
     """Northwind policies, an attacker, and the rings: undefended vs defended answers."""
     from trishield.demo.run import run_demo
+    from trishield.llm.panel import build_panel, parse_panel_option
 
-    run_demo(console, directory, k=k)
+    panel = build_panel(parse_panel_option(panel_option)) if panel_option else None
+    run_demo(console, directory, k=k, panel=panel)
 
 
 def main() -> None:
