@@ -254,6 +254,13 @@ class MilvusBackend:
             with self._errors(f"writing {len(rows)} rows{done}"):
                 self._client.upsert(self.collection, rows[start:start + WRITE_BATCH],
                                     timeout=self.timeout)
+        if self.lite and rows:
+            # Milvus Lite searches unsealed rows in Python, about 10x slower than a sealed,
+            # indexed segment (measured at 3,000 rows: 290 -> 28 ms dense, 810 -> 51 ms BM25);
+            # its write-ahead log already made them durable. A server seals on its own, and
+            # flushing there per write is rate-limited and fragments segments: never done.
+            with self._errors("sealing the written rows"):
+                self._client.flush(self.collection, timeout=self.timeout)
 
     def remove(self, ids: np.ndarray) -> None:
         """Delete these rows; ids the collection does not hold are ignored."""
