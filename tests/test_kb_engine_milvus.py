@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -309,3 +311,21 @@ def test_check_and_sync_follow_a_delete(squad_kb, tmp_path: Path) -> None:
         assert not state["consistent"] and state["vectors_differing"] == [pk]
     finally:
         backend.close()
+
+
+def test_a_lite_folder_held_by_another_process_is_named(lite: str) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from trishield.kb.engines.milvus import MilvusBackend\n"
+         f"MilvusBackend({lite!r}, 'chunks', {DIMENSION})\n"
+         "print('open', flush=True)\n"
+         "sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        with pytest.raises(KnowledgeBaseError, match="one process at a time"):
+            MilvusBackend(lite, "chunks", DIMENSION)
+    finally:
+        holder.communicate("", timeout=60)

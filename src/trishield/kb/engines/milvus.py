@@ -371,7 +371,10 @@ class MilvusBackend:
             message = message.replace(self.uri, redact(self.uri))
             code = getattr(error, "code", None)
             if what == "connecting" or code == 2:
-                raise KnowledgeBaseError(f"cannot reach {self._where}: {message}") from None
+                hint = (" (Milvus Lite lets one process at a time use a folder: is another "
+                        "process using it?)" if self.lite else "")
+                raise KnowledgeBaseError(f"cannot reach {self._where}: {message}{hint}"
+                                         ) from None
             raise KnowledgeBaseError(f"{self._where}: {what} failed: {message}") from None
 
 
