@@ -182,9 +182,10 @@ class MilvusBackend:
             input_field_names=[TERMS_FIELD], output_field_names=[SPARSE_FIELD]))
         index_type, params = INDEX_KINDS[self.index]
         indexes = self._client.prepare_index_params()
-        indexes.add_index(VECTOR_FIELD, index_type=index_type, metric_type="COSINE",
-                          params=dict(params))
-        indexes.add_index(SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+        indexes.add_index(VECTOR_FIELD, index_type=index_type, index_name=VECTOR_FIELD,
+                          metric_type="COSINE", params=dict(params))
+        indexes.add_index(SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX",
+                          index_name=SPARSE_FIELD, metric_type="BM25",
                           params={"bm25_k1": BM25_K1, "bm25_b": BM25_B})
         self._client.create_collection(
             self.collection, schema=schema, index_params=indexes, consistency_level="Strong",
