@@ -309,6 +309,8 @@ def test_check_and_sync_follow_a_delete(squad_kb, tmp_path: Path) -> None:
         backend.add(np.array([pk]), changed / np.linalg.norm(changed), ["changed"])
         state = engine_sync.check(backend, kb.store, kb.dimension, sample=10_000)
         assert not state["consistent"] and state["vectors_differing"] == [pk]
+        with pytest.raises(InputError, match="not 8-dimensional"):
+            engine_sync.sync(backend, kb.store, DIMENSION)
     finally:
         backend.close()
 
@@ -329,3 +331,18 @@ def test_a_lite_folder_held_by_another_process_is_named(lite: str) -> None:
             MilvusBackend(lite, "chunks", DIMENSION)
     finally:
         holder.communicate("", timeout=60)
+
+
+def test_an_empty_kb_syncs_to_an_empty_collection(tmp_path: Path, lite: str) -> None:
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        backend = MilvusBackend(lite, "empty", kb.dimension)
+        try:
+            backend.add(np.array([5]), np.ones((1, kb.dimension), dtype=np.float32), ["stale"])
+            state = engine_sync.check(backend, kb.store, kb.dimension)
+            assert (state["store_rows"], state["engine_rows"], state["extra_ids"]) == (0, 1, [5])
+            report = engine_sync.sync(backend, kb.store, kb.dimension)
+            assert report.as_dict() == {"generation": kb.store.generation(), "upserted": 0,
+                                        "removed": 1, "rows": 0}
+            assert engine_sync.check(backend, kb.store, kb.dimension)["consistent"]
+        finally:
+            backend.close()
