@@ -55,7 +55,9 @@ class Passage:
 
     ``tier`` is what your system knows about the writer (``trusted`` for your own signed
     documents, ``untrusted`` for anything a user could have written); ``score`` is your
-    retriever's relevance score (higher is better; the given order is used when absent).
+    retriever's relevance score (higher is better; the given order is used when absent);
+    ``ingested_at`` when the passage entered your store (Unix seconds), which Ring 2's evidence
+    reads for precedence: a source that stood before any opposing one weighs more.
     """
 
     id: str
@@ -65,6 +67,7 @@ class Passage:
     title: str = ""
     writer: str = ""
     score: float | None = None
+    ingested_at: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -78,6 +81,11 @@ class Passage:
                                        or not isinstance(self.score, int | float)
                                        or not np.isfinite(self.score)):
             raise InputError(f"passage {self.id!r}: score must be a finite number")
+        if self.ingested_at is not None and (isinstance(self.ingested_at, bool)
+                                             or not isinstance(self.ingested_at, int | float)
+                                             or not np.isfinite(self.ingested_at)):
+            raise InputError(f"passage {self.id!r}: ingested_at must be a finite number of "
+                             f"Unix seconds")
 
 
 class PassageRetriever:
@@ -113,7 +121,9 @@ class PassageRetriever:
         """``pk`` is the passage's position in the input, which maps results back to it."""
         chunk = StoredChunk(pk=pk, doc_id=passage.doc_id or passage.id, chunk_index=index,
                             text=passage.text, title=passage.title, tier=passage.tier,
-                            writer=passage.writer, char_start=0, char_end=len(passage.text))
+                            writer=passage.writer, char_start=0, char_end=len(passage.text),
+                            ingested_at=(None if passage.ingested_at is None
+                                         else float(passage.ingested_at)))
         score = passage.score if passage.score is not None else 1.0 / rank
         return Candidate(chunk, float(score), rank, "given")
 
