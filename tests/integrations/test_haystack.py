@@ -41,7 +41,7 @@ def test_pipeline_drops_the_poison_and_ranks_by_trust() -> None:
     assert_screened(kept, {d.id: d.meta[TRISHIELD_KEY] for d in out["removed"]})
     assert out["removed"][0].content.startswith("When did the Eiffel Tower open")
     assert out["trace"]["ring1"]["blocked"] == ["poison#0"]
-    assert out["trace"] == ranker.last_screening.screening.trace.as_dict()
+    assert out["trace"] == ranker.last_trace.as_dict()
 
 
 def test_split_documents_keep_their_parent_as_doc_id() -> None:

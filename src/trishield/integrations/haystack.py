@@ -33,6 +33,7 @@ from trishield.integrations.metadata import (
 )
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 from trishield.settings import Settings
+from trishield.trace import Trace
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
@@ -56,6 +57,11 @@ class TriShieldRanker:
         self.options = ScreenOptions(k, default_tier, keys or MetadataKeys(), settings,
                                      embedding_model)
         self.last_screening: Screened | None = None
+
+    @property
+    def last_trace(self) -> Trace | None:
+        """The last call's trace (``None`` before the first, or when it got nothing)."""
+        return None if self.last_screening is None else self.last_screening.screening.trace
 
     def to_dict(self) -> dict[str, Any]:
         """For ``Pipeline.dumps``: everything but ``settings``, which has no serialised form
