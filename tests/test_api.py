@@ -64,6 +64,28 @@ def test_screen_ranks_by_trust_and_traces_every_passage() -> None:
     assert screening.trace_ids == {f"p{i}": f"p{i}#0" for i in range(4)}
 
 
+def test_screen_encodes_each_passage_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trishield.defenses import retrievers
+    from trishield.models.embedders import load_embedder
+
+    encoded: list[str] = []
+
+    class Counting:  # the real embedder, counting what it is asked to encode
+        def __init__(self, name: str):
+            self.real = load_embedder(name)
+
+        def encode(self, texts: list[str]):
+            encoded.extend(texts)
+            return self.real.encode(texts)
+
+    monkeypatch.setattr(retrievers, "load_embedder", Counting)
+    passages = [{"id": f"p{i}", "text": f"The museum opens at {9 + i} am on weekdays."}
+                for i in range(3)]
+    screening = trishield.screen("When does the museum open?", passages)
+    assert sorted(encoded) == sorted(p["text"] for p in passages)  # Rings 1 and 2 both read
+    assert screening.trace.ring1 is not None and screening.trace.evidence is not None
+
+
 def test_screen_reads_ingest_times_for_precedence() -> None:
     passages = [trishield.Passage(id=f"p{i}", text=f"The museum opens at {9 + i} am.",
                                   doc_id="guide", ingested_at=1_700_000_000 + i)

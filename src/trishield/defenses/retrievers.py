@@ -115,6 +115,7 @@ class PassageRetriever:
         self._candidates = [self._candidate(passages[i], rank, pk=i, index=index_in_doc[i])
                             for rank, i in enumerate(order, start=1)]
         self._vocabulary = {term for p in passages for term in index_terms(p.text)}
+        self._vectors: dict[int, np.ndarray] = {}
 
     @staticmethod
     def _candidate(passage: Passage, rank: int, *, pk: int, index: int) -> Candidate:
@@ -131,10 +132,18 @@ class PassageRetriever:
         return self._candidates[:k]
 
     def embeddings(self, candidates: Sequence[Candidate]) -> np.ndarray | None:
+        """Encoded once per passage: Ring 1 and Ring 2 both ask for the same passages, and
+        encoding them is most of what a screening costs."""
         if not candidates:
             return None
-        encoder = load_embedder(self.embedding_model)
-        return np.asarray(encoder.encode([c.chunk.text for c in candidates]), dtype=np.float32)
+        missing = list({c.chunk.pk: c for c in candidates
+                        if c.chunk.pk not in self._vectors}.values())
+        if missing:
+            encoder = load_embedder(self.embedding_model)
+            vectors = np.asarray(encoder.encode([c.chunk.text for c in missing]),
+                                 dtype=np.float32)
+            self._vectors.update(zip((c.chunk.pk for c in missing), vectors, strict=True))
+        return np.stack([self._vectors[c.chunk.pk] for c in candidates])
 
     def unknown_terms(self, query: str) -> list[str]:
         return list(dict.fromkeys(t for t in index_terms(query) if t not in self._vocabulary))
