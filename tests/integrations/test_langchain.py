@@ -85,5 +85,8 @@ def test_runnable_answers_with_all_three_rings_over_the_retriever() -> None:
     assert "eiffel-article" in {row.doc_id for row in trace.context}
     with pytest.raises(InputError, match="takes a question"):
         runnable.invoke({"query": QUESTION})
+    nothing = TriShieldRunnable(ListRetriever(documents=[]), panel=[ExtractiveReader()])
+    refused = nothing.invoke(QUESTION)
+    assert refused["refused"] and refused["answer"] is None and refused["citations"] == []
     with pytest.raises(InputError, match="BaseRetriever"):
         TriShieldRunnable(documents())

@@ -76,11 +76,12 @@ class TriShieldRanker:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TriShieldRanker:
-        keys = data.get("init_parameters", {}).get("keys")
-        if isinstance(keys, dict):
-            data["init_parameters"]["keys"] = MetadataKeys(
+        parameters = dict(data.get("init_parameters", {}))
+        if isinstance(parameters.get("keys"), dict):
+            keys = parameters["keys"]
+            parameters["keys"] = MetadataKeys(
                 **{**keys, "sources": tuple(keys.get("sources", MetadataKeys.sources))})
-        return default_from_dict(cls, data)
+        return default_from_dict(cls, {**data, "init_parameters": parameters})
 
     @component.output_types(documents=list[Document], removed=list[Document],
                             trace=dict[str, Any])

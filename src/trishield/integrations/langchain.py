@@ -150,6 +150,7 @@ class TriShieldRunnable(Runnable[str | Mapping[str, Any], dict[str, Any]]):
         if not isinstance(retriever, BaseRetriever):
             raise InputError(f"retriever must be a langchain BaseRetriever, got "
                              f"{type(retriever).__name__}")
+        # checks the options before anything is built (the retriever below takes them as-is)
         ScreenOptions(None, default_tier, keys or MetadataKeys(), settings, embedding_model)
         self.retriever = retriever
         self.source = FoundRetriever(lambda query: found_documents(retriever.invoke(query)),
