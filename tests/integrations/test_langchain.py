@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
 from rag_passages import PASSAGES, QUESTION, assert_screened
 
 from trishield.errors import InputError
@@ -18,6 +20,17 @@ from trishield.integrations.langchain import (
 )
 from trishield.integrations.metadata import TRISHIELD_KEY
 from trishield.llm import ExtractiveReader
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
+
+
+class MiniLM(Embeddings):
+    """TriShield's embedder as LangChain's (the vector store needs one; no download)."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return load_embedder(DEFAULT_EMBEDDING_MODEL).encode(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
 
 
 class ListRetriever(BaseRetriever):
@@ -44,6 +57,19 @@ def test_screening_retriever_drops_the_poison_and_ranks_by_trust() -> None:
     assert_screened(kept, {i: screening.decisions[i] for i in screening.removed})
     assert screening.screening.trace.question == QUESTION
     assert all(TRISHIELD_KEY not in d.metadata for d in documents())  # copies, not edits
+
+
+def test_vector_store_retriever_as_documented() -> None:
+    # docs/integrations.md's example over LangChain's own in-memory vector store, whose
+    # documents carry no score: the store's order is the ranking
+    store = InMemoryVectorStore(MiniLM())
+    store.add_documents([Document(id=p["id"], page_content=p["text"], metadata=p["meta"])
+                         for p in PASSAGES])
+    retriever = TriShieldRetriever(retriever=store.as_retriever(search_kwargs={"k": 20}))
+    kept = [(d.id, d.metadata[TRISHIELD_KEY]["trust"], d.metadata[TRISHIELD_KEY])
+            for d in retriever.invoke(QUESTION)]
+    screening = retriever.last_screening
+    assert_screened(kept, {i: screening.decisions[i] for i in screening.removed})
 
 
 def test_compressor_names_documents_without_ids_by_place() -> None:

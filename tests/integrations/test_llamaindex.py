@@ -4,6 +4,8 @@ LlamaIndex retriever (``trishield/integrations/llamaindex.py``)."""
 from __future__ import annotations
 
 import pytest
+from llama_index.core import Settings, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.response_synthesizers.no_text import NoText
@@ -14,6 +16,20 @@ from rag_passages import PASSAGES, QUESTION, assert_screened
 from trishield.errors import InputError
 from trishield.integrations.llamaindex import TriShieldPostprocessor
 from trishield.integrations.metadata import TRISHIELD_KEY, MetadataKeys
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
+
+
+class MiniLM(BaseEmbedding):
+    """TriShield's embedder as LlamaIndex's embed model (the index needs one; no download)."""
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return load_embedder(DEFAULT_EMBEDDING_MODEL).encode([text])[0].tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_text_embedding(query)
 
 
 class ListRetriever(BaseRetriever):
@@ -59,6 +75,23 @@ def test_query_engine_drops_the_poison_and_ranks_by_trust() -> None:
     assert TRISHIELD_KEY not in node.get_content(metadata_mode=MetadataMode.EMBED)
     assert "tier: trusted" in node.get_content(metadata_mode=MetadataMode.LLM)
     assert all(TRISHIELD_KEY not in n.node.metadata for n in nodes())
+
+
+def test_vector_index_query_engine_as_documented(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/integrations.md's example: as_query_engine(node_postprocessors=[...]) over a real
+    # VectorStoreIndex. "no_text" synthesises nothing, so the LLM slot holds LlamaIndex's
+    # MockLLM, never called (and restored after the test)
+    monkeypatch.setattr(Settings, "_llm", MockLLM())
+    index = VectorStoreIndex([n.node for n in nodes()], embed_model=MiniLM())
+    postprocessor = TriShieldPostprocessor()
+    engine = index.as_query_engine(similarity_top_k=20, response_mode="no_text",
+                                   node_postprocessors=[postprocessor])
+    response = engine.query(QUESTION)
+    kept = [(n.node.node_id, n.score, n.node.metadata[TRISHIELD_KEY])
+            for n in response.source_nodes]
+    screening = postprocessor.last_screening
+    assert_screened(kept, {i: screening.decisions[i] for i in screening.removed})
+    assert len(screening.screening.trace.candidates) == len(PASSAGES)
 
 
 def test_postprocess_nodes_with_renamed_keys_and_k() -> None:

@@ -7,9 +7,17 @@ from datetime import UTC, datetime
 
 import pytest
 
+from trishield.defenses.retrievers import Passage
 from trishield.errors import InputError
-from trishield.integrations.metadata import Found, MetadataKeys, ScreenOptions, to_passage
+from trishield.integrations.metadata import (
+    Found,
+    MetadataKeys,
+    ScreenOptions,
+    to_passage,
+    with_relevance,
+)
 from trishield.integrations.source import FoundRetriever
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 
 KEYS = MetadataKeys()
 
@@ -85,3 +93,13 @@ def test_found_retriever_serves_one_result_set_with_provenance() -> None:
     assert retriever.retrieve("nothing", 5) == [] and retriever.embeddings([]) is None
     with pytest.raises(InputError, match="must return Found passages"):
         FoundRetriever(lambda query: [{"id": "a"}]).retrieve("q", 5)
+
+
+def test_relevance_is_scored_only_when_the_retriever_gave_none() -> None:
+    texts = ["The museum opens at nine on weekdays.", "Penguins live in the southern ocean."]
+    bare = [Passage(id=f"p{i}", text=t) for i, t in enumerate(texts)]
+    scored = with_relevance("When does the museum open?", bare, DEFAULT_EMBEDDING_MODEL)
+    assert scored[0].score > 0.4 > 0.1 > scored[1].score  # cosine: on topic, off topic
+    assert [p.text for p in scored] == texts
+    some = [bare[0], Passage(id="p1", text=texts[1], score=0.9)]
+    assert with_relevance("When does the museum open?", some, DEFAULT_EMBEDDING_MODEL) == some

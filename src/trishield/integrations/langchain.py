@@ -19,7 +19,8 @@ Three ways in, by how much of the chain TriShield should run:
 Provenance comes from each document's metadata (:mod:`trishield.integrations.metadata`:
 ``tier``, ``writer``, ``doc_id``, ``title``, ``ingested_at``, else ``source``). A LangChain
 document carries no score: ``metadata["score"]`` is read when your retriever puts one there,
-else the retriever's order is its ranking. Returned documents are
+else TriShield scores relevance itself (the question's cosine similarity with each document,
+with the model the rings embed with). Returned documents are
 copies, most trusted first, with ``metadata["trishield"]`` holding the rings' decisions;
 those Ring 1 blocked are gone. ``last_screening`` keeps the full result (trace included).
 """

@@ -18,24 +18,29 @@ Defaults when a key is missing, and why:
 * ``doc_id`` -> the library's parent document (LlamaIndex's ``ref_doc_id``, Haystack's
   ``source_id``), else the source, else the passage's own id.
 * ``title`` -> the source's file name; ``ingested_at`` -> unknown (no precedence);
-* ``score`` (only where the library's passage has no score of its own: LangChain) -> the
-  retriever's order.
+* ``score`` (read only where the library's passage has no score of its own: LangChain) ->
+  when *no* passage has a score, the cosine similarity of the question and the passage with
+  the embedding model the rings use anyway (:func:`with_relevance`). Ring 2 min-max
+  normalises relevance over the pool, so the retriever's order alone (scored ``1/rank``) would
+  make the seventh of eight passages look irrelevant, however close it was.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
+
+import numpy as np
 
 from trishield.api import Screening, screen
 from trishield.defenses.retrievers import Passage
 from trishield.errors import InputError
 from trishield.kb.documents import TIERS
-from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
+from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
 from trishield.settings import Settings
 
 TRISHIELD_KEY = "trishield"
@@ -186,9 +191,24 @@ class Screened:
         return list(self.screening.removed)
 
 
+def with_relevance(question: str, passages: Sequence[Passage],
+                   embedding_model: str) -> list[Passage]:
+    """``passages``, scored by cosine similarity to ``question`` when none has a score (see
+    the module docstring); as they are when any has one."""
+    if not passages or any(p.score is not None for p in passages):
+        return list(passages)
+    encoder = load_embedder(embedding_model)
+    vectors = np.asarray(encoder.encode([question, *(p.text for p in passages)]),
+                         dtype=np.float32)
+    return [replace(p, score=float(score))
+            for p, score in zip(passages, vectors[1:] @ vectors[0], strict=True)]
+
+
 def screen_found(question: str, found: Sequence[Found], options: ScreenOptions) -> Screened:
     """Rings 1 and 2 over ``found`` with the provenance their metadata records."""
-    passages = [to_passage(f, options.keys, options.default_tier) for f in found]
+    passages = with_relevance(question,
+                              [to_passage(f, options.keys, options.default_tier)
+                               for f in found], options.embedding_model)
     screening = screen(question, passages, k=options.k, settings=options.settings,
                        embedding_model=options.embedding_model)
     return Screened(screening, decisions(screening, passages))

@@ -17,7 +17,7 @@ import numpy as np
 
 from trishield.defenses.retrievers import PassageRetriever
 from trishield.errors import InputError
-from trishield.integrations.metadata import Found, MetadataKeys, to_passage
+from trishield.integrations.metadata import Found, MetadataKeys, to_passage, with_relevance
 from trishield.kb.retrieval import Candidate
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 
@@ -42,7 +42,8 @@ class FoundRetriever:
         found = list(self.search(query))
         if not all(isinstance(f, Found) for f in found):
             raise InputError("search must return Found passages")
-        passages = [to_passage(f, self.keys, self.default_tier) for f in found]
+        passages = with_relevance(query, [to_passage(f, self.keys, self.default_tier)
+                                          for f in found], self.embedding_model)
         self._current = PassageRetriever(passages, self.embedding_model) if passages else None
         return [] if self._current is None else self._current.retrieve(query, k)
 
