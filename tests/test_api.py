@@ -61,6 +61,40 @@ def test_screen_ranks_by_trust_and_traces_every_passage() -> None:
     assert [row.chunk_id for row in trace.candidates] == ["p0#0", "p1#0", "p2#0", "p3#0"]
     assert len(trace.ring1.verdicts) == 4 and len(trace.ring2.ranked) == 4
     assert trace.llm_calls == 0 and trace.as_dict()["context"][0]["id"] == "p0#0"
+    assert screening.trace_ids == {f"p{i}": f"p{i}#0" for i in range(4)}
+
+
+def test_screen_encodes_each_passage_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trishield.defenses import retrievers
+    from trishield.models.embedders import load_embedder
+
+    encoded: list[str] = []
+
+    class Counting:  # the real embedder, counting what it is asked to encode
+        def __init__(self, name: str):
+            self.real = load_embedder(name)
+
+        def encode(self, texts: list[str]):
+            encoded.extend(texts)
+            return self.real.encode(texts)
+
+    monkeypatch.setattr(retrievers, "load_embedder", Counting)
+    passages = [{"id": f"p{i}", "text": f"The museum opens at {9 + i} am on weekdays."}
+                for i in range(3)]
+    screening = trishield.screen("When does the museum open?", passages)
+    assert sorted(encoded) == sorted(p["text"] for p in passages)  # Rings 1 and 2 both read
+    assert screening.trace.ring1 is not None and screening.trace.evidence is not None
+
+
+def test_screen_reads_ingest_times_for_precedence() -> None:
+    passages = [trishield.Passage(id=f"p{i}", text=f"The museum opens at {9 + i} am.",
+                                  doc_id="guide", ingested_at=1_700_000_000 + i)
+                for i in range(2)]
+    retriever = trishield.PassageRetriever(passages)
+    assert [c.chunk.ingested_at for c in retriever.retrieve("q", 2)] == \
+        [1_700_000_000.0, 1_700_000_001.0]
+    assert trishield.screen("When does the museum open?", passages).trace_ids == \
+        {"p0": "guide#0", "p1": "guide#1"}
 
 
 @pytest.mark.parametrize(("passages", "message"), [
@@ -71,6 +105,7 @@ def test_screen_ranks_by_trust_and_traces_every_passage() -> None:
     ([{"text": "x"}], "'id' and 'text' are required"),
     ([{"id": "a", "text": "  "}], "has no text"),
     ([{"id": "a", "text": "x", "score": float("nan")}], "finite"),
+    ([{"id": "a", "text": "x", "ingested_at": "monday"}], "ingested_at must be"),
     (["just a string"], "expected a Passage"),
 ])
 def test_screen_refuses_bad_passages(passages: list, message: str) -> None:

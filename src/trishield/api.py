@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +75,14 @@ class ScreenedPassage:
 class Screening:
     """What to hand your LLM: ``kept`` (most trusted first, at most ``k``), or nothing and
     ``refusal`` when Ring 2 found nothing to answer from; ``removed`` are the ids Ring 1
-    blocked; the trace says why for every passage."""
+    blocked; the trace says why for every passage, under ``trace_ids[passage id]`` (the
+    trace names a passage ``doc_id#n``, its place in its document)."""
 
     kept: list[ScreenedPassage]
     removed: list[str]
     refusal: str | None
     trace: Trace
+    trace_ids: dict[str, str] = field(default_factory=dict)
 
 
 def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
@@ -90,8 +92,8 @@ def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
     provenance in, filtered and ranked passages and a trace out).
 
     A passage is a :class:`Passage` or a mapping with its fields (``id``, ``text``, ``tier``
-    and optionally ``doc_id``, ``title``, ``writer``, ``score``). ``k`` (default: the
-    configured context size) is how many to keep. Passages are embedded with
+    and optionally ``doc_id``, ``title``, ``writer``, ``score``, ``ingested_at``). ``k``
+    (default: the configured context size) is how many to keep. Passages are embedded with
     ``embedding_model`` for Ring 1's outlier score, which needs 20 or more passages.
     """
     if not isinstance(question, str) or not question.strip():
@@ -123,14 +125,15 @@ def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
     kept = [ScreenedPassage(by_chunk[p.id], p.trust) for p in reranked.context]
     removed = [by_chunk[chunk].id for chunk in run.trace.ring1.blocked] \
         if run.trace.ring1 else []
-    return Screening(kept, removed, reranked.refusal, run.trace)
+    trace_ids = {given[c.chunk.pk].id: c.chunk_id for c in candidates}
+    return Screening(kept, removed, reranked.refusal, run.trace, trace_ids)
 
 
 def _passage(fields: Mapping[str, Any], position: int) -> Passage:
     if not isinstance(fields, Mapping):
         raise InputError(f"passage {position}: expected a Passage or a mapping, got "
                          f"{type(fields).__name__}")
-    known = {"id", "text", "tier", "doc_id", "title", "writer", "score"}
+    known = {"id", "text", "tier", "doc_id", "title", "writer", "score", "ingested_at"}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise InputError(f"passage {position}: unknown field(s) {', '.join(unknown)}; "

@@ -55,7 +55,9 @@ class Passage:
 
     ``tier`` is what your system knows about the writer (``trusted`` for your own signed
     documents, ``untrusted`` for anything a user could have written); ``score`` is your
-    retriever's relevance score (higher is better; the given order is used when absent).
+    retriever's relevance score (higher is better; the given order is used when absent);
+    ``ingested_at`` when the passage entered your store (Unix seconds), which Ring 2's evidence
+    reads for precedence: a source that stood before any opposing one weighs more.
     """
 
     id: str
@@ -65,6 +67,7 @@ class Passage:
     title: str = ""
     writer: str = ""
     score: float | None = None
+    ingested_at: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -78,6 +81,11 @@ class Passage:
                                        or not isinstance(self.score, int | float)
                                        or not np.isfinite(self.score)):
             raise InputError(f"passage {self.id!r}: score must be a finite number")
+        if self.ingested_at is not None and (isinstance(self.ingested_at, bool)
+                                             or not isinstance(self.ingested_at, int | float)
+                                             or not np.isfinite(self.ingested_at)):
+            raise InputError(f"passage {self.id!r}: ingested_at must be a finite number of "
+                             f"Unix seconds")
 
 
 class PassageRetriever:
@@ -107,13 +115,16 @@ class PassageRetriever:
         self._candidates = [self._candidate(passages[i], rank, pk=i, index=index_in_doc[i])
                             for rank, i in enumerate(order, start=1)]
         self._vocabulary = {term for p in passages for term in index_terms(p.text)}
+        self._vectors: dict[int, np.ndarray] = {}
 
     @staticmethod
     def _candidate(passage: Passage, rank: int, *, pk: int, index: int) -> Candidate:
         """``pk`` is the passage's position in the input, which maps results back to it."""
         chunk = StoredChunk(pk=pk, doc_id=passage.doc_id or passage.id, chunk_index=index,
                             text=passage.text, title=passage.title, tier=passage.tier,
-                            writer=passage.writer, char_start=0, char_end=len(passage.text))
+                            writer=passage.writer, char_start=0, char_end=len(passage.text),
+                            ingested_at=(None if passage.ingested_at is None
+                                         else float(passage.ingested_at)))
         score = passage.score if passage.score is not None else 1.0 / rank
         return Candidate(chunk, float(score), rank, "given")
 
@@ -121,10 +132,18 @@ class PassageRetriever:
         return self._candidates[:k]
 
     def embeddings(self, candidates: Sequence[Candidate]) -> np.ndarray | None:
+        """Encoded once per passage: Ring 1 and Ring 2 both ask for the same passages, and
+        encoding them is most of what a screening costs."""
         if not candidates:
             return None
-        encoder = load_embedder(self.embedding_model)
-        return np.asarray(encoder.encode([c.chunk.text for c in candidates]), dtype=np.float32)
+        missing = list({c.chunk.pk: c for c in candidates
+                        if c.chunk.pk not in self._vectors}.values())
+        if missing:
+            encoder = load_embedder(self.embedding_model)
+            vectors = np.asarray(encoder.encode([c.chunk.text for c in missing]),
+                                 dtype=np.float32)
+            self._vectors.update(zip((c.chunk.pk for c in missing), vectors, strict=True))
+        return np.stack([self._vectors[c.chunk.pk] for c in candidates])
 
     def unknown_terms(self, query: str) -> list[str]:
         return list(dict.fromkeys(t for t in index_terms(query) if t not in self._vocabulary))
