@@ -77,13 +77,11 @@ class Telemetry:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-        from trishield import __version__
-
         self.provider: TracerProvider = TracerProvider(resource=Resource.create(
-            {"service.name": SERVICE_NAME, "service.version": __version__}))
+            {"service.name": SERVICE_NAME}))
         processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
         self.provider.add_span_processor(processor)
-        self.tracer: Tracer = self.provider.get_tracer("trishield", __version__)
+        self.tracer: Tracer = self.provider.get_tracer("trishield")
 
     @classmethod
     def from_setting(cls, value: str | None = None) -> Telemetry | None:
