@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -149,7 +150,7 @@ def test_off_means_no_sdk_import(setting: str, on: bool) -> None:
 
 
 class _Collector(BaseHTTPRequestHandler):
-    received: list[tuple[str, bytes]] = []
+    received: ClassVar[list[tuple[str, bytes]]] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["content-length"]))
