@@ -87,7 +87,13 @@ class Telemetry:
     def from_setting(cls, value: str | None = None) -> Telemetry | None:
         """Telemetry as ``value`` or ``TRISHIELD_OTEL`` asks, or ``None`` when it is off."""
         kind = exporter_setting(value)
-        return None if kind is None else cls(_exporter(kind))
+        if kind is None:
+            return None
+        try:
+            return cls(_exporter(kind))
+        except ImportError as error:
+            raise InputError(f"telemetry ({OTEL_ENV}={kind}) needs OpenTelemetry: pip install "
+                             f"'trishield[otel]' ({error})") from None
 
     def observer(self, **attributes: str | int | bool) -> SpanObserver:
         """An observer for one question; ``attributes`` go on its root span (the service
