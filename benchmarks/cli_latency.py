@@ -17,7 +17,9 @@ another, e.g. ``gemma3-270m``, the smallest local model):
 
 plus ``trishield --help`` (the floor: Python and the CLI's imports). It prints one table
 (median, min and max seconds; figures only, never pass/fail) and writes the same figures to
-``benchmarks/results/cli_latency.json``. Requests only go to the loopback server it started.
+``benchmarks/results/cli_latency-PANEL.json``. The LLM response cache is off on both paths
+(``--no-cache``), so no answer comes from an earlier call. Requests only go to the loopback
+server it started.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/cli_latency.py [--runs 3] [--panel extractive]
 """
@@ -42,7 +44,7 @@ from trishield.demo import DEMO_WRITER, corpus_dir, questions
 from trishield.kb import KnowledgeBase, load_path
 from trishield.provenance.keys import KeyStore
 
-RESULTS = Path(__file__).parent / "results" / "cli_latency.json"
+RESULTS = Path(__file__).parent / "results"
 CLI = [sys.executable, "-m", "trishield.cli"]
 
 
@@ -68,12 +70,13 @@ def _summary(values: list[float]) -> dict[str, float | int]:
             "min_s": round(min(values), 3), "max_s": round(max(values), 3)}
 
 
-def _start_server(kb_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str, float]:
+def _start_server(kb_dir: Path, panel: str,
+                  env: dict[str, str]) -> tuple[subprocess.Popen, str, float]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
     process = subprocess.Popen([*CLI, "serve", "--kb", str(kb_dir), "--port", str(port),
-                                "--log-level", "warning"],
+                                "--log-level", "warning", "--no-cache", "--panel", panel],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -96,12 +99,13 @@ def measure(kb_dir: Path, runs: int, panel: str) -> dict[str, object]:
     queries = [asked[n % len(asked)] for n in range(runs)]
     search = [["search", q, "-k", "5"] for q in queries]
     ask = [["ask", q, "--panel", panel] for q in queries]
+    uncached = ["--no-cache"]  # the server too: no answer comes from an earlier run's cache
     figures: dict[str, object] = {}
     figures["cli_help"] = _summary([_timed([*CLI, "--help"], env) for _ in range(runs)])
-    for name, calls in (("search", search), ("ask", ask)):
-        figures[f"{name}_cold"] = _summary([_timed([*CLI, *call, "--kb", str(kb_dir)], env)
-                                            for call in calls])
-    process, url, startup = _start_server(kb_dir, env)
+    for name, calls, extra in (("search", search, []), ("ask", ask, uncached)):
+        figures[f"{name}_cold"] = _summary([
+            _timed([*CLI, *call, *extra, "--kb", str(kb_dir)], env) for call in calls])
+    process, url, startup = _start_server(kb_dir, panel, env)
     try:
         figures["serve_startup_s"] = round(startup, 3)
         for name, calls in (("search", search), ("ask", ask)):
@@ -159,9 +163,10 @@ def main() -> None:
               f"{row['max_s']:>7.3f}")
     print(f"serve start-up (once): {figures['serve_startup_s']:.2f} s; ask panel: "
           f"{args.panel}; load average at the end {figures['load_average_end']}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"# figures written to {RESULTS}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"cli_latency-{Path(args.panel).name}.json"
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"# figures written to {out}")
 
 
 if __name__ == "__main__":
