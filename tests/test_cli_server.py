@@ -13,8 +13,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -130,3 +132,37 @@ def test_a_streamed_answer_over_a_real_socket(server) -> None:
     plain = httpx.post(f"{process.url}/v1/ask", json=body | {"stream": False},
                        headers=bearer(keys.reader), timeout=120).json()
     assert without_clock(events[-1][1]) == without_clock(plain)
+
+
+class _NotTriShield(BaseHTTPRequestHandler):
+    """A web server that is not TriShield: JSON of another shape on /v1/ask, HTML elsewhere."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        if self.path == "/v1/ask":
+            body, kind, status = b'{"hello": "world"}', "application/json", 200
+        else:
+            body, kind, status = b"<html>not here</html>", "text/html", 404
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_a_server_that_is_not_trishield_is_named_so() -> None:
+    other = ThreadingHTTPServer(("127.0.0.1", 0), _NotTriShield)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{other.server_address[1]}"
+    try:
+        search = trishield("search", "refund", "--server", url, "--token", "t")
+        ask = trishield("ask", "refund?", "--server", url, "--token", "t")
+    finally:
+        other.shutdown()
+    assert search.returncode == 2 and "HTTP 404 with text/html, not TriShield's JSON" in \
+        search.stderr
+    assert ask.returncode == 1 and "a record this CLI cannot read" in ask.stderr
+    assert "Traceback" not in search.stderr + ask.stderr

@@ -251,14 +251,9 @@ def ask(question: str, kb_dir: Path | None, server: str | None, token: str | Non
             if given:
                 raise click.UsageError(f"{flag} is for a local --kb; the server answers with "
                                        "its own configuration and cache")
-        from trishield.pipeline import Answer
-        from trishield.trace import Trace
-
         panel = None if panel_option is None else [
             name.strip() for name in panel_option.split(",") if name.strip()]
-        reply = where.ask(question, defense=defense, backend=backend, panel=panel, gate=gate)
-        answer = Answer(reply["answer"], reply["refused"], reply["reason"], reply["citations"],
-                        Trace.model_validate(reply["trace"]))
+        answer = where.ask(question, defense=defense, backend=backend, panel=panel, gate=gate)
     if json_output:
         _print_json(answer.as_dict())
         return

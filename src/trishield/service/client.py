@@ -18,8 +18,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import ValidationError
 
 from trishield.errors import TriShieldError
+from trishield.pipeline import Answer
+from trishield.trace import Trace
 
 TOKEN_ENV = "TRISHIELD_API_KEY"
 DEFAULT_TIMEOUT_S = 600.0
@@ -65,12 +68,20 @@ class ServiceClient:
         return self._post("/v1/search", {"query": query, "backend": backend, "k": k})
 
     def ask(self, question: str, *, defense: str, backend: str | None,
-            panel: list[str] | None, gate: str | None) -> dict[str, Any]:
+            panel: list[str] | None, gate: str | None) -> Answer:
+        """The server's answer as the local pipeline returns it (the trace re-validated)."""
         body: dict[str, Any] = {"question": question, "defense": defense}
         for name, value in (("backend", backend), ("panel", panel), ("gate", gate)):
             if value is not None:
                 body[name] = value
-        return self._post("/v1/ask", body)
+        reply = self._post("/v1/ask", body)
+        try:
+            return Answer(reply["answer"], reply["refused"], reply["reason"],
+                          reply["citations"], Trace.model_validate(reply["trace"]))
+        except (KeyError, TypeError, ValidationError) as error:
+            raise ServiceError(f"the server at {self.url} answered with a record this CLI "
+                               f"cannot read (another TriShield version?): "
+                               f"{str(error).splitlines()[0][:200]}") from None
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
