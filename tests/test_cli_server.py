@@ -26,7 +26,7 @@ from service_support import REFUND_QUESTION, Keys, ServerProcess, bearer, copy_k
 from test_service_stream import parse_events, without_clock
 
 pytestmark = pytest.mark.slow
-CLOCK = re.compile(r"\d+\.\d+s;")
+CLOCK = re.compile(r"\d+\.\d+s\b")
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,10 @@ def test_ask_prints_what_the_local_command_prints(server) -> None:
     assert local.returncode == remote.returncode == 0, local.stderr + remote.stderr
     assert "Answer:" in remote.stdout and "Ring 1:" in remote.stdout
     assert CLOCK.sub("", remote.stdout) == CLOCK.sub("", local.stdout)
+    local_tables = trishield(*args, "--trace", "--kb", str(kb_dir))
+    remote_tables = trishield(*args, "--trace", "--server", process.url, "--token", keys.reader)
+    assert "Context sent:" in remote_tables.stdout
+    assert CLOCK.sub("", remote_tables.stdout) == CLOCK.sub("", local_tables.stdout)
 
     local_json = trishield(*args, "--json", "--kb", str(kb_dir))
     remote_json = trishield(*args, "--json", "--server", process.url, "--token", keys.reader)

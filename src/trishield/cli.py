@@ -10,7 +10,9 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -23,6 +25,10 @@ from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
 from trishield.kb.retrieval import BACKENDS
 from trishield.rings.consensus import GATE_MODES
+
+if TYPE_CHECKING:
+    from trishield.pipeline import Answer
+    from trishield.service.client import ServiceClient
 
 DEFENSE_NAMES = DEFENSES.names(suite="trishield")
 """``--defense``: TriShield's settings (the baselines need the benchmark's calibration data)."""
@@ -158,14 +164,15 @@ kb_or_server_options = [
 ]
 
 
-def kb_or_server(command):
+def kb_or_server(command: Callable) -> Callable:
     """``--kb`` or ``--server`` (with ``--token``): where ``ask`` and ``search`` run."""
     for option in reversed(kb_or_server_options):
         command = option(command)
     return command
 
 
-def _where(kb_dir: Path | None, server: str | None, token: str | None):
+def _where(kb_dir: Path | None, server: str | None,
+           token: str | None) -> Path | ServiceClient:
     """The KB directory, or a client of the server: exactly one of --kb and --server."""
     if (kb_dir is None) == (server is None):
         raise click.UsageError("give exactly one of --kb DIR (a local knowledge base) and "
@@ -262,7 +269,7 @@ def ask(question: str, kb_dir: Path | None, server: str | None, token: str | Non
 
 def _ask_locally(kb_dir: Path, question: str, defense: str, backend: str | None,
                  panel_option: str | None, gate: str | None, no_cache: bool,
-                 config_file: Path | None):
+                 config_file: Path | None) -> Answer:
     from trishield.defenses import build_defense
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel, parse_panel_option
