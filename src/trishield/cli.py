@@ -10,7 +10,9 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -23,6 +25,10 @@ from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
 from trishield.kb.retrieval import BACKENDS
 from trishield.rings.consensus import GATE_MODES
+
+if TYPE_CHECKING:
+    from trishield.pipeline import Answer
+    from trishield.service.client import ServiceClient
 
 DEFENSE_NAMES = DEFENSES.names(suite="trishield")
 """``--defense``: TriShield's settings (the baselines need the benchmark's calibration data)."""
@@ -147,48 +153,87 @@ def _refuse_key_names(kb_dir: Path, writer: str) -> None:
                          "writes must not pass for it, choose another writer name")
 
 
+kb_or_server_options = [
+    click.option("--kb", "kb_dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Knowledge base directory (or --server)."),
+    click.option("--server", "server", metavar="URL",
+                 help="Ask a running `trishield serve` at URL instead of opening --kb (the "
+                      "warm path: its models and indexes are loaded already)."),
+    click.option("--token", "token", metavar="KEY",
+                 help="API key for --server (default: $TRISHIELD_API_KEY)."),
+]
+
+
+def kb_or_server(command: Callable) -> Callable:
+    """``--kb`` or ``--server`` (with ``--token``): where ``ask`` and ``search`` run."""
+    for option in reversed(kb_or_server_options):
+        command = option(command)
+    return command
+
+
+def _where(kb_dir: Path | None, server: str | None,
+           token: str | None) -> Path | ServiceClient:
+    """The KB directory, or a client of the server: exactly one of --kb and --server."""
+    if (kb_dir is None) == (server is None):
+        raise click.UsageError("give exactly one of --kb DIR (a local knowledge base) and "
+                               "--server URL (a running `trishield serve`)")
+    if server is None:
+        if token is not None:
+            raise click.UsageError("--token is for --server; a local --kb needs no key")
+        return kb_dir
+    from trishield.service.client import ServiceClient
+
+    return ServiceClient(server, token)
+
+
 @cli.command()
 @click.argument("query")
-@kb_option
+@kb_or_server
 @click.option("--backend", type=click.Choice(BACKENDS), default="dense",
               show_default=True)
-@click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Results (at most 100 with --server).")
 @json_option
-def search(query: str, kb_dir: Path, backend: str, k: int, json_output: bool) -> None:
-    """Search --kb for QUERY and print the top -k chunks."""
-    from trishield.kb import KnowledgeBase
+def search(query: str, kb_dir: Path | None, server: str | None, token: str | None,
+           backend: str, k: int, json_output: bool) -> None:
+    """Search --kb (or --server) for QUERY and print the top -k chunks."""
+    where = _where(kb_dir, server, token)
+    if isinstance(where, Path):
+        from trishield.kb import KnowledgeBase
 
-    with KnowledgeBase.open(kb_dir) as kb:
-        candidates = kb.search(query, backend=backend, k=k)
+        with KnowledgeBase.open(where) as kb:
+            results = [c.as_dict() for c in kb.search(query, backend=backend, k=k)]
+    else:
+        results = where.search(query, backend=backend, k=k)["results"]
     if json_output:
-        _print_json({"query": query, "backend": backend, "k": k,
-                     "results": [c.as_dict() for c in candidates]})
+        _print_json({"query": query, "backend": backend, "k": k, "results": results})
         return
-    console.print(_results_table(query, backend, candidates))
+    console.print(_results_table(query, backend, results))
 
 
-def _results_table(query: str, backend: str, candidates) -> Table:
+def _results_table(query: str, backend: str, results: list[dict]) -> Table:
     table = Table(title=f"{backend}: {query}", title_justify="left", show_lines=True)
     for column in ("#", "score", "document", "tier", "text"):
         table.add_column(column, overflow="fold")
-    for candidate in candidates:
-        text = " ".join(candidate.chunk.text.split())
-        table.add_row(str(candidate.rank), f"{candidate.score:.4f}", candidate.chunk_id,
-                      candidate.chunk.tier, text[:240] + ("..." if len(text) > 240 else ""))
-    if not candidates:
+    for result in results:
+        text = " ".join(result["text"].split())
+        table.add_row(str(result["rank"]), f"{result['score']:.4f}", result["chunk_id"],
+                      result["tier"], text[:240] + ("..." if len(text) > 240 else ""))
+    if not results:
         table.add_row("-", "-", "(no results)", "-", "-")
     return table
 
 
 @cli.command()
 @click.argument("question")
-@kb_option
+@kb_or_server
 @click.option("--defense", type=click.Choice(DEFENSE_NAMES),
               default="full", show_default=True, help="How much of TriShield runs.")
 @click.option("--backend", type=click.Choice(BACKENDS),
               help="Retrieval backend (default: the config file's, else dense).")
 @click.option("--panel", "panel_option", help="Comma-separated panel members, e.g. "
-              "qwen2.5-0.5b,gemma3-270m,extractive (default: the config file's).")
+              "qwen2.5-0.5b,gemma3-270m,extractive (default: the config file's; with "
+              "--server, names from the server's GET /v1/panel).")
 @click.option("--gate", type=click.Choice(GATE_MODES),
               help="When Ring 3 convenes the whole panel.")
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
@@ -196,27 +241,53 @@ def _results_table(query: str, backend: str, candidates) -> Table:
               help="Print every decision (one table per ring) instead of the summary.")
 @config_option
 @json_option
-def ask(question: str, kb_dir: Path, defense: str, backend: str | None,
-        panel_option: str | None, gate: str | None, no_cache: bool, show_trace: bool,
-        config_file: Path | None, json_output: bool) -> None:
-    """Answer QUESTION from --kb through the rings: the answer and a line per ring (--trace
-    for every decision, --json for the whole record)."""
-    from trishield.defenses import build_defense
-    from trishield.kb import KnowledgeBase
-    from trishield.llm.panel import build_panel, parse_panel_option
-    from trishield.settings import load_settings
+def ask(question: str, kb_dir: Path | None, server: str | None, token: str | None,
+        defense: str, backend: str | None, panel_option: str | None, gate: str | None,
+        no_cache: bool, show_trace: bool, config_file: Path | None, json_output: bool) -> None:
+    """Answer QUESTION from --kb (or --server) through the rings: the answer and a line per
+    ring (--trace for every decision, --json for the whole record). TRISHIELD_OTEL=console or
+    otlp emits OpenTelemetry spans (docs/service.md)."""
     from trishield.trace_view import render_answer, render_summary
 
-    settings = load_settings(config_file).with_overrides(
-        backend=backend, gate=gate,
-        panel=parse_panel_option(panel_option) if panel_option else None)
-    with KnowledgeBase.open(kb_dir) as kb:
-        panel = build_panel(settings.panel, use_cache=not no_cache)
-        answer = build_defense(defense, kb, panel, config=settings.pipeline).ask(question)
+    where = _where(kb_dir, server, token)
+    if isinstance(where, Path):
+        answer = _ask_locally(where, question, defense, backend, panel_option, gate,
+                              no_cache, config_file)
+    else:
+        for flag, given in (("--config", config_file is not None), ("--no-cache", no_cache)):
+            if given:
+                raise click.UsageError(f"{flag} is for a local --kb; the server answers with "
+                                       "its own configuration and cache")
+        panel = None if panel_option is None else [
+            name.strip() for name in panel_option.split(",") if name.strip()]
+        answer = where.ask(question, defense=defense, backend=backend, panel=panel, gate=gate)
     if json_output:
         _print_json(answer.as_dict())
         return
     (render_answer if show_trace else render_summary)(console, answer)
+
+
+def _ask_locally(kb_dir: Path, question: str, defense: str, backend: str | None,
+                 panel_option: str | None, gate: str | None, no_cache: bool,
+                 config_file: Path | None) -> Answer:
+    from trishield.defenses import build_defense
+    from trishield.kb import KnowledgeBase
+    from trishield.llm.panel import build_panel, parse_panel_option
+    from trishield.settings import load_settings
+    from trishield.telemetry import Telemetry
+
+    settings = load_settings(config_file).with_overrides(
+        backend=backend, gate=gate,
+        panel=parse_panel_option(panel_option) if panel_option else None)
+    telemetry = Telemetry.from_setting()
+    try:
+        with KnowledgeBase.open(kb_dir) as kb:
+            panel = build_panel(settings.panel, use_cache=not no_cache)
+            return build_defense(defense, kb, panel, config=settings.pipeline).ask(
+                question, observer=None if telemetry is None else telemetry.observer())
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
 
 
 @cli.group("config")
@@ -467,16 +538,21 @@ def quarantine_discard(doc_id: str, kb_dir: Path, discarded_by: str, reason: str
                                       "gets 503 (nothing written).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
+@click.option("--otel", type=click.Choice(["off", "console", "otlp"], case_sensitive=False),
+              envvar="TRISHIELD_OTEL", default="off", show_default=True,
+              help="OpenTelemetry spans per ask and stage: to stderr (console) or OTLP/HTTP "
+                   "(OTEL_EXPORTER_OTLP_ENDPOINT); default $TRISHIELD_OTEL, else off.")
 @config_option
 def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_concurrent_asks: int, panel_option: str | None, allow_members: str | None,
           no_cache: bool, write_backlog: int, lock_timeout: float, write_time_limit: float,
-          log_level: str, config_file: Path | None) -> None:
+          log_level: str, otel: str, config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
     from trishield.llm.panel import parse_panel_option
     from trishield.service.runtime import ServiceConfig
     from trishield.service.server import serve as run_server
     from trishield.settings import load_settings
+    from trishield.telemetry import exporter_setting
 
     settings = load_settings(config_file).with_overrides(
         panel=parse_panel_option(panel_option) if panel_option else None)
@@ -485,7 +561,8 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
                              workers=workers, max_concurrent_asks=max_concurrent_asks,
                              allowed_members=allowed, use_cache=not no_cache,
                              write_backlog=write_backlog, lock_timeout_s=lock_timeout,
-                             write_time_limit_s=write_time_limit),
+                             write_time_limit_s=write_time_limit,
+                             telemetry=exporter_setting(otel)),
                host=host, port=port, log_level=log_level, console=errors)
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from trishield.errors import InputError
 from trishield.stages import (
@@ -26,9 +26,12 @@ from trishield.stages import (
     Run,
     candidate_row,
 )
-from trishield.trace import TRACE_VERSION, PanelMember, Tokens, Trace
+from trishield.trace import TRACE_VERSION, CallRow, PanelMember, Tokens, Trace
 
-__all__ = ["TRACE_VERSION", "Answer", "Pipeline"]
+__all__ = ["TRACE_VERSION", "Answer", "Pipeline", "PipelineObserver", "StageReport",
+           "StageRole"]
+
+StageRole = Literal["rewrite", "retrieve", "filter", "rerank", "answer"]
 
 
 @dataclass
@@ -44,6 +47,74 @@ class Answer:
     def as_dict(self) -> dict[str, Any]:
         return {"answer": self.answer, "refused": self.refused, "reason": self.reason,
                 "citations": self.citations, "trace": self.trace.as_dict()}
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """What one stage just did, for an observer: enough to summarise it without knowing which
+    trace section the stage writes (the trace so far is there for that)."""
+
+    stage: str
+    """The stage's name, as the trace's ``timings_s`` names it (``retrieval``, ``ring1``...)."""
+    role: StageRole
+    seconds: float
+    inputs: int
+    """Candidates the stage was given (0 for the rewriter and the retriever)."""
+    outputs: int
+    """Candidates kept (a filter), retrieved (the retriever) or passages of context (a
+    reranker, the answerer's context)."""
+    trace: Trace
+    """The trace as the stage left it (still being written: read it, do not keep it)."""
+    calls: list[CallRow] = field(default_factory=list)
+    """The model calls this stage paid for."""
+    refusal: str | None = None
+    """Set when the stage ended the question with a refusal (a reranker, the answerer)."""
+
+
+class PipelineObserver(Protocol):
+    """Told as a question goes through the stages: the service streams each stage's summary
+    to the client and the telemetry turns each into a span, without a second pipeline.
+
+    Called on the thread that runs the question; an observer that raises stops the question
+    (an observer's bug must not pass silently)."""
+
+    def question_started(self, trace: Trace) -> None:
+        """Before the first stage (the trace holds the request)."""
+        ...
+
+    def stage_started(self, stage: str, role: StageRole) -> None:
+        ...
+
+    def stage_finished(self, report: StageReport) -> None:
+        ...
+
+    def question_finished(self, answer: Answer | None, error: BaseException | None) -> None:
+        """After the last stage: the answer, or the error that ended the question."""
+        ...
+
+
+class _Observed:
+    """Times a stage and reports it to the observer (when there is one)."""
+
+    def __init__(self, run: Run, observer: PipelineObserver | None):
+        self.run = run
+        self.observer = observer
+
+    def start(self, stage: str, role: StageRole) -> tuple[float, int]:
+        if self.observer is not None:
+            self.observer.stage_started(stage, role)
+        return time.perf_counter(), len(self.run.calls)
+
+    def finish(self, stage: str, role: StageRole, since: tuple[float, int], *, inputs: int,
+               outputs: int, refusal: str | None = None) -> None:
+        mark, calls = since
+        seconds = time.perf_counter() - mark
+        self.run.timings[stage] = self.run.timings.get(stage, 0.0) + seconds
+        if self.observer is not None:
+            self.observer.stage_finished(StageReport(
+                stage=stage, role=role, seconds=seconds, inputs=inputs,
+                outputs=outputs, trace=self.run.trace, calls=self.run.calls[calls:],
+                refusal=refusal))
 
 
 class Pipeline:
@@ -78,7 +149,8 @@ class Pipeline:
         self.reports_removed = reports_removed
         self.rings = None if rings is None else sorted(rings)
 
-    def ask(self, question: str) -> Answer:
+    def ask(self, question: str, *, observer: PipelineObserver | None = None) -> Answer:
+        """Answer ``question``; ``observer`` (optional) is told of every stage as it ends."""
         if not isinstance(question, str) or not question.strip():
             raise InputError("the question is empty")
         run = Run(Trace(version=TRACE_VERSION, question=question, defense=self.name,
@@ -89,39 +161,58 @@ class Pipeline:
             run.trace.rings = self.rings
         if self.reports_removed:
             run.trace.removed = []
+        if observer is None:
+            return self._run(run, question, _Observed(run, None))
+        observer.question_started(run.trace)
+        try:
+            answer = self._run(run, question, _Observed(run, observer))
+        except BaseException as error:
+            observer.question_finished(None, error)
+            raise
+        observer.question_finished(answer, None)
+        return answer
+
+    def _run(self, run: Run, question: str, observed: _Observed) -> Answer:
         query = question
         if self.rewriter is not None:
-            mark = time.perf_counter()
+            since = observed.start(self.rewriter.name, "rewrite")
             query = self.rewriter.rewrite(run, question)
-            run.timed(self.rewriter.name, mark)
+            observed.finish(self.rewriter.name, "rewrite", since, inputs=0, outputs=0)
 
-        mark = time.perf_counter()
+        since = observed.start("retrieval", "retrieve")
         candidates = self.retriever.retrieve(query, self.pool)
-        run.timed("retrieval", mark)
         run.trace.pool = self.pool
         run.trace.candidates = [candidate_row(c) for c in candidates]
+        observed.finish("retrieval", "retrieve", since, inputs=0, outputs=len(candidates))
 
         survivors = list(candidates)
         for stage in self.filters:
-            mark = time.perf_counter()
+            since = observed.start(stage.name, "filter")
+            given = len(survivors)
             survivors = stage.screen(run, query, survivors)
-            run.timed(stage.name, mark)
+            observed.finish(stage.name, "filter", since, inputs=given, outputs=len(survivors))
 
         if self.reranker is not None:
-            mark = time.perf_counter()
+            since = observed.start(self.reranker.name, "rerank")
             reranked = self.reranker.rerank(run, query, survivors, self.k)
-            run.timed(self.reranker.name, mark)
             if reranked.refusal is not None:
                 run.trace.context = []
+            else:
+                run.trace.context = [p.row() for p in reranked.context]
+            observed.finish(self.reranker.name, "rerank", since, inputs=len(survivors),
+                            outputs=len(reranked.context) if reranked.refusal is None else 0,
+                            refusal=reranked.refusal)
+            if reranked.refusal is not None:
                 return self._finish(run, Outcome.refusal(reranked.refusal))
             context = reranked.context
         else:
             context = [ContextPassage.of(c) for c in survivors[:self.k]]
-        run.trace.context = [p.row() for p in context]
+            run.trace.context = [p.row() for p in context]
 
-        mark = time.perf_counter()
+        since = observed.start("answer", "answer")
         outcome = self.answerer.answer(run, query, context)
-        run.timed("answer", mark)
+        observed.finish("answer", "answer", since, inputs=len(context), outputs=len(context),
+                        refusal=outcome.reason if outcome.refused else None)
         return self._finish(run, outcome)
 
     @staticmethod

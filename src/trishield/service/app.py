@@ -12,27 +12,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Response
 from fastapi import Path as PathParam
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from trishield import __version__
 from trishield.errors import ForbiddenError, InputError, NotFoundError
 from trishield.kb import Document, content_hash
 from trishield.kb.loaders import validate_document
+from trishield.llm.base import Reader
 from trishield.provenance.keys import ApiKey, Role
 from trishield.provenance.signing import ProvenanceClaim, decide_provenance
 from trishield.rings.ingest_guard import IngestGuard
-from trishield.service import docs_page
+from trishield.service import docs_page, stream
 from trishield.service import models as m
 from trishield.service.auth import bearer_scheme, require
 from trishield.service.http import BodyGuard, Instrumentation, error_body, install_error_handlers
 from trishield.service.runtime import QUERY_BODY_BYTES, Runtime, ServiceConfig
+from trishield.service.stream import Fanout
+from trishield.telemetry import SpanObserver
 
 VIEWER_DIR = Path(__file__).parent / "viewer"
 
@@ -259,15 +262,36 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
 
     @app.post("/v1/ask", response_model=m.AskResponse, response_model_exclude_unset=True,
               tags=["ask"],
-              responses=_errors(400, 401, 403, 413, 415, 422, 503))
-    def ask(body: m.AskRequest, key: ApiKey = reader) -> dict[str, Any]:
-        """An answer or a refusal, its citations and the trace of every ring's decision."""
+              responses=_errors(400, 401, 403, 413, 415, 422, 503) | {200: {
+                  "description": "The answer and its trace; with `stream: true`, the same as "
+                                 "server-sent events (`stage`..., `answer`, `trace`; or "
+                                 "`error`)",
+                  "content": {stream.MEDIA_TYPE: {"schema": {"type": "string"}}}}})
+    def ask(body: m.AskRequest, key: ApiKey = reader) -> Any:
+        """An answer or a refusal, its citations and the trace of every ring's decision
+        (streamed as each ring decides with ``stream: true``)."""
         panel = state.panel(body.panel)
+        observers = state.observers(key.key_id)
+        if body.stream:
+            return _stream(body, panel, observers)
         with state.ask_slot(), state.reader() as kb:
-            answer = state.pipeline(kb, panel, body.backend, body.gate,
-                                    body.defense).ask(body.question)
+            answer = state.pipeline(kb, panel, body.backend, body.gate, body.defense).ask(
+                body.question, observer=Fanout(observers) if observers else None)
         state.metrics.record_answer(body.defense, answer)
         return answer.as_dict()
+
+    def _stream(body: m.AskRequest, panel: list[Reader],
+                observers: list[SpanObserver]) -> StreamingResponse:
+        resources = ExitStack()
+        with ExitStack() as on_failure:
+            on_failure.push(resources)  # released here unless the stream takes them over
+            resources.enter_context(state.ask_slot())
+            kb = resources.enter_context(state.reader())
+            pipeline = state.pipeline(kb, panel, body.backend, body.gate, body.defense)
+            on_failure.pop_all()
+        return stream.stream_answer(
+            pipeline, body.question, resources, observers=observers,
+            on_answer=lambda answer: state.metrics.record_answer(body.defense, answer))
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:

@@ -245,6 +245,30 @@ def _problem(error: dict[str, Any]) -> str:
     return message.removeprefix("Value error, ")
 
 
+def trishield_error_response(error: TriShieldError) -> JSONResponse:
+    """The answer to a TriShield error: its class says whose fault it is and which status.
+    A streamed answer (:mod:`trishield.service.stream`) sends the same body in its ``error``
+    event."""
+    if isinstance(error, NotFoundError):
+        return error_body(404, str(error))
+    if isinstance(error, ConflictError):
+        return error_body(409, str(error))
+    if isinstance(error, InputError):
+        return error_body(422, str(error))
+    if isinstance(error, BusyError):
+        log.warning("busy: %s", error)
+        return error_body(503, f"the knowledge base is busy: {error}",
+                          headers={"Retry-After": str(error.retry_after)})
+    if isinstance(error, StorageFullError):
+        log.error("disk full: %s", error)
+        return error_body(507, str(error), [{"field": "committed",
+                                             "problem": str(error.committed).lower()}])
+    if isinstance(error, ReadOnlyError):
+        return error_body(503, f"the knowledge base is read-only: {error}")
+    log.error("service error: %s", error)
+    return error_body(503, f"the service cannot answer now: {error}")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """One error shape for everything; the status says whose fault it is."""
 
@@ -267,24 +291,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(TriShieldError)
     async def _trishield(_: Request, error: TriShieldError) -> JSONResponse:
-        if isinstance(error, NotFoundError):
-            return error_body(404, str(error))
-        if isinstance(error, ConflictError):
-            return error_body(409, str(error))
-        if isinstance(error, InputError):
-            return error_body(422, str(error))
-        if isinstance(error, BusyError):
-            log.warning("busy: %s", error)
-            return error_body(503, f"the knowledge base is busy: {error}",
-                              headers={"Retry-After": str(error.retry_after)})
-        if isinstance(error, StorageFullError):
-            log.error("disk full: %s", error)
-            return error_body(507, str(error), [{"field": "committed",
-                                                 "problem": str(error.committed).lower()}])
-        if isinstance(error, ReadOnlyError):
-            return error_body(503, f"the knowledge base is read-only: {error}")
-        log.error("service error: %s", error)
-        return error_body(503, f"the service cannot answer now: {error}")
+        return trishield_error_response(error)
 
     @app.exception_handler(sqlite3.Error)
     async def _storage(request: Request, error: sqlite3.Error) -> JSONResponse:

@@ -219,6 +219,10 @@ class AskRequest(Strict):
                                     description="Panel members by name (see GET /v1/panel); "
                                                 "default: the service's panel.")
     gate: Literal[GATE_MODES] | None = None  # type: ignore[valid-type]
+    stream: bool = Field(False, description="Answer in server-sent events "
+                                            "(`text/event-stream`): a `stage` event as each "
+                                            "stage ends, then `answer`, then `trace` (this "
+                                            "response's JSON), or `error`.")
 
 
 class AskResponse(BaseModel):

@@ -44,6 +44,7 @@ from trishield.provenance.keys import KeyStore
 from trishield.service.metrics import ServiceMetrics
 from trishield.service.writes import WriteQueue
 from trishield.settings import Settings
+from trishield.telemetry import EXPORTERS, SpanObserver, Telemetry
 
 DEFAULT_MAX_BODY_BYTES = 512 * 1024
 """About half a million characters, about three minutes of embedding on two busy cores (92k
@@ -71,8 +72,14 @@ class ServiceConfig:
     write_time_limit_s: float = 600.0
     lock_timeout_s: float = 10.0
     read_wait_s: float = 30.0
+    telemetry: str | None = None
+    """OpenTelemetry exporter (``console``, ``otlp``) or ``None``: off (``trishield serve``
+    reads ``--otel``, else ``TRISHIELD_OTEL``)."""
 
     def __post_init__(self) -> None:
+        if self.telemetry is not None and self.telemetry not in EXPORTERS:
+            raise InputError(f"telemetry exporter must be one of {', '.join(EXPORTERS)} or "
+                             f"none, got {self.telemetry!r}")
         if self.max_body_bytes < 1024:
             raise InputError(f"max body size must be at least 1024 bytes, got "
                              f"{self.max_body_bytes}")
@@ -125,8 +132,12 @@ class Runtime:
         allowed = (list(config.allowed_members) if config.allowed_members is not None
                    else [*self.default_specs, EXTRACTIVE])
         self.allowed = tuple(dict.fromkeys(allowed))
+        self.telemetry = (None if config.telemetry is None
+                          else Telemetry.from_setting(config.telemetry))
 
     def close(self) -> None:
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
         self.writes.close()
         self._health_thread.shutdown(wait=True, cancel_futures=True)
         self.writer.close()
@@ -210,6 +221,12 @@ class Runtime:
                     spec = self.default_specs.get(name, name)
                     self._readers[name] = build_reader(spec, cache=self._cache)
             return [self._readers[name] for name in names]
+
+    def observers(self, key_id: str) -> list[SpanObserver]:
+        """The observers of one ask: its spans when telemetry is on, else none."""
+        if self.telemetry is None:
+            return []
+        return [self.telemetry.observer(**{"trishield.key_id": key_id})]
 
     def pipeline(self, kb: KnowledgeBase, panel: list[Reader], backend: str | None,
                  gate: str | None, defense: str) -> Pipeline:
