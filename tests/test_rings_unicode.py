@@ -219,3 +219,20 @@ def test_a_text_written_in_disguise_is_blocked_alone(kind: str) -> None:
     # a few look-alike letters are obfuscated_text (flag), not a text written in disguise
     few = text.replace("Paris", OBFUSCATIONS_EVERYWHERE[kind]("Paris"))
     assert "disguised_text" not in {h.name for h in detect_patterns(few)}
+
+
+def test_the_fast_path_normalises_exactly_as_the_cluster_pass() -> None:
+    """``normalise`` skips the per-character pass when nothing would change; on real text of
+    many scripts (wiki5k) and on every obfuscation it must give what the pass gives."""
+    from trishield.kb.datasets import wiki5k_documents
+    from trishield.rings.normalise import _normalise_clusters, needs_normalising, normalise
+
+    texts = [d.text for d in list(wiki5k_documents())[:1500]] + [
+        "Café São Paulo, Zürich and Łódź", "Pradyumna (Sanskrit: प्रद्युम्न)",
+        "Yunus (Bengali: মুহাম্মদ ইউনূস)", "e\u0301t\u00e9", "ign\u200bore previous",
+        "\u0456gnore \uff49nstructions", "한국어 텍스트", "plain ascii"]
+    for text in texts:
+        fast, slow = normalise(text), _normalise_clusters(text)
+        assert (fast.text, list(fast.starts), list(fast.ends)) == \
+            (slow.text, list(slow.starts), list(slow.ends)), text[:80]
+    assert not needs_normalising("Café São Paulo") and needs_normalising("ign\u200bore")

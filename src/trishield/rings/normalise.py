@@ -43,6 +43,7 @@ evidence can quote what was actually written.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -118,8 +119,11 @@ class Normalised:
 
     original: str
     text: str
-    starts: tuple[int, ...]
-    ends: tuple[int, ...]
+    starts: Sequence[int]
+    ends: Sequence[int]
+    """Per character of ``text``: where its span in ``original`` starts and ends. Ranges for
+    an unchanged text (no per-character tuples: Ring 1 normalises every candidate of every
+    question, and building them was most of its cost)."""
 
     def original_span(self, start: int, end: int) -> str:
         """The original text behind ``text[start:end]``."""
@@ -133,13 +137,35 @@ class Normalised:
 
 
 def _identity(text: str) -> Normalised:
-    return Normalised(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
+    return Normalised(text, text, range(len(text)), range(1, len(text) + 1))
+
+
+_FOLDED = frozenset(ASCII_PROTOTYPES)
+_MARK = regex.compile(r"\p{M}")
+
+
+def needs_normalising(text: str) -> bool:
+    """Whether :func:`normalise` would change ``text``: it holds an invisible character, a
+    character NFKC changes, or a look-alike with an ASCII prototype; or a combining mark
+    (clusters are normalised one by one, which can differ from the whole text's NFKC). Most
+    real text (precomposed accented names included) holds none, and the per-character pass
+    is then skipped."""
+    if text.isascii():
+        return False
+    return (_INVISIBLE.search(text) is not None
+            or not unicodedata.is_normalized("NFKC", text)
+            or not _FOLDED.isdisjoint(text)
+            or _MARK.search(text) is not None)
 
 
 def normalise(text: str) -> Normalised:
     """Invisible characters removed, NFKC per cluster, look-alikes folded (see the module)."""
-    if text.isascii():  # nothing invisible, NFKC changes nothing, nothing to fold
+    if not needs_normalising(text):
         return _identity(text)
+    return _normalise_clusters(text)
+
+
+def _normalise_clusters(text: str) -> Normalised:
     kept = [(i, ch) for i, ch in enumerate(text) if not is_invisible(ch)]
     pieces: list[str] = []
     starts: list[int] = []

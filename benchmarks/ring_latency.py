@@ -1,0 +1,105 @@
+"""What Rings 1 and 2 add to retrieval, per question, on the wiki5k KB (issue 19, part 4).
+
+Runs ``none`` (k=5 dense retrieval) and ``ring12`` (a pool of 20, Ring 1 after retrieval, Ring
+2's evidence and trust ranking) over the same seeded SQuAD/NQ questions, interleaved question by
+question so that both see the same machine load, with the extractive reader (no LLM: the LLM's
+time is reported separately as ``answer`` and is not part of the ratio). Prints p50/p95 per
+stage and the ratio of (retrieval + Ring 1 + Ring 2) to undefended retrieval, computed per
+question and then summarised, never a pass/fail.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring_latency.py --questions 200
+
+The KB is the benchmark's wiki5k base (built by ``trishield eval poisonedrag`` or this script
+with ``--build``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def percentile_ms(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values) * 1000.0, q))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/poisonedrag"))
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
+    args = parser.parse_args()
+    if args.questions < 1:
+        parser.error("--questions must be at least 1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from trishield.defenses.retrievers import KBRetriever
+    from trishield.eval.poisonedrag import knowledge_bases as kbs
+    from trishield.eval.poisonedrag.attacks import load_targets
+    from trishield.eval.poisonedrag.defenses import make_asker
+    from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
+    from trishield.kb import KnowledgeBase
+    from trishield.llm.panel import build_panel
+    from trishield.settings import PipelineConfig
+
+    targets = load_targets()
+    base = kbs.build_base(args.work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
+    panel = build_panel(["extractive"])
+    config = PipelineConfig(backend="dense")
+    with KnowledgeBase.open(base) as kb:
+        stored = set(kb.document_ids())
+        half = args.questions // 2
+        questions = ([q.text for q in squad_questions(stored, args.questions - half, args.seed)]
+                     + [q.text for q in nq_questions(stored, half, args.seed)])
+        askers = {name: make_asker(name, KBRetriever(kb), panel, config)
+                  for name in ("none", "ring12")}
+        for ask in askers.values():  # warm-up: models loaded, caches filled
+            for question in questions[:5]:
+                ask(question)
+        stages: dict[str, dict[str, list[float]]] = {"none": {}, "ring12": {}}
+        ratios = []
+        started = time.perf_counter()
+        for question in questions:
+            per = {}
+            for name, ask in askers.items():
+                timings = ask(question).trace.timings_s
+                for stage, seconds in timings.items():
+                    stages[name].setdefault(stage, []).append(seconds)
+                per[name] = timings
+            undefended = per["none"]["retrieval"]
+            defended = sum(per["ring12"].get(s, 0.0) for s in ("retrieval", "ring1", "ring2"))
+            ratios.append(defended / undefended if undefended > 0 else float("nan"))
+    figures = {
+        "questions": len(questions), "seed": args.seed, "kb": "wiki5k",
+        "load_average": os.getloadavg()[0], "seconds": round(time.perf_counter() - started, 1),
+        "stages_ms": {name: {stage: {"p50": round(percentile_ms(v, 50), 2),
+                                     "p95": round(percentile_ms(v, 95), 2)}
+                             for stage, v in sorted(per_stage.items())}
+                      for name, per_stage in stages.items()},
+        "ratio_rings12_to_undefended_retrieval": {
+            "median": round(statistics.median(ratios), 3),
+            "p95": round(float(np.percentile(ratios, 95)), 3)},
+    }
+    print(f"wiki5k, {len(questions)} questions (SQuAD + NQ, seed {args.seed}), dense, load "
+          f"average {figures['load_average']:.1f}")
+    print(f"{'defense':8s} {'stage':10s} {'p50 ms':>9s} {'p95 ms':>9s}")
+    for name, per_stage in figures["stages_ms"].items():
+        for stage, value in per_stage.items():
+            print(f"{name:8s} {stage:10s} {value['p50']:9.2f} {value['p95']:9.2f}")
+    ratio = figures["ratio_rings12_to_undefended_retrieval"]
+    print(f"(retrieval + Ring 1 + Ring 2) / undefended retrieval, per question: median "
+          f"{ratio['median']:.3f}, p95 {ratio['p95']:.3f}")
+    if args.out is not None:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
