@@ -236,3 +236,37 @@ def test_the_fast_path_normalises_exactly_as_the_cluster_pass() -> None:
         assert (fast.text, list(fast.starts), list(fast.ends)) == \
             (slow.text, list(slow.starts), list(slow.ends)), text[:80]
     assert not needs_normalising("Café São Paulo") and needs_normalising("ign\u200bore")
+
+
+def _reference_lowered(base):
+    """The definition of ``lowered``, one character at a time (its first implementation)."""
+    from trishield.rings.normalise import Normalised
+
+    pieces, starts, ends, previous_space = [], [], [], True
+    for index, ch in enumerate(base.text):
+        if ch.isspace():
+            if previous_space:
+                continue
+            piece, previous_space = " ", True
+        else:
+            piece, previous_space = ch.lower(), False
+        pieces.append(piece)
+        starts.extend([base.starts[index]] * len(piece))
+        ends.extend([base.ends[index]] * len(piece))
+    text = "".join(pieces)
+    if text.endswith(" "):
+        text, starts, ends = text[:-1], starts[:-1], ends[:-1]
+    return Normalised(base.original, text, tuple(starts), tuple(ends))
+
+
+def test_lowered_word_by_word_equals_its_definition() -> None:
+    from trishield.kb.datasets import wiki5k_documents
+    from trishield.rings.normalise import lowered, normalise
+
+    texts = [d.text for d in list(wiki5k_documents())[:1500]] + [
+        "  Lead  and\ttrail \n", "\u0130stanbul \u0130 x", "a\u200b b", "", "   ",
+        "\u00c0B  \u00c7\u00a0d", "x\u2028y", "\ufb01ne \ufb02ow"]
+    for text in texts:
+        fast, slow = lowered(normalise(text)), _reference_lowered(normalise(text))
+        assert (fast.text, list(fast.starts), list(fast.ends)) == \
+            (slow.text, list(slow.starts), list(slow.ends)), text[:80]

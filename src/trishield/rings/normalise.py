@@ -190,24 +190,34 @@ def _normalise_clusters(text: str) -> Normalised:
     return Normalised(text, "".join(pieces), tuple(starts), tuple(ends))
 
 
+_NON_SPACE = regex.compile(r"\S+")
+
+
 def lowered(base: Normalised) -> Normalised:
     """``base`` lower-cased with whitespace runs collapsed to one space (how phrases are
-    matched); spans still point into the original."""
+    matched); spans still point into the original. A collapsed run maps to its first
+    whitespace character. Word by word, so the spans of a word are sliced, not rebuilt one
+    character at a time (Ring 1 lowers every candidate of every question)."""
     pieces: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    previous_space = True
-    for index, ch in enumerate(base.text):
-        if ch.isspace():
-            if previous_space:
-                continue
-            piece, previous_space = " ", True
-        else:
-            piece, previous_space = ch.lower(), False
-        pieces.append(piece)
-        starts.extend([base.starts[index]] * len(piece))
-        ends.extend([base.ends[index]] * len(piece))
-    text = "".join(pieces)
-    if text.endswith(" "):
-        text, starts, ends = text[:-1], starts[:-1], ends[:-1]
-    return Normalised(base.original, text, tuple(starts), tuple(ends))
+    previous_end = None
+    for match in _NON_SPACE.finditer(base.text):
+        first, last = match.span()
+        if previous_end is not None:  # the run of whitespace before this word, as one space
+            pieces.append(" ")
+            starts.append(base.starts[previous_end])
+            ends.append(base.ends[previous_end])
+        word = match.group().lower()
+        if len(word) == last - first:
+            pieces.append(word)
+            starts.extend(base.starts[first:last])
+            ends.extend(base.ends[first:last])
+        else:  # lower() changed a character's length ("İ" -> "i̇")
+            for index in range(first, last):
+                piece = base.text[index].lower()
+                pieces.append(piece)
+                starts.extend([base.starts[index]] * len(piece))
+                ends.extend([base.ends[index]] * len(piece))
+        previous_end = last
+    return Normalised(base.original, "".join(pieces), tuple(starts), tuple(ends))
