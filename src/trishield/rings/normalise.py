@@ -110,6 +110,8 @@ def describe(character: str) -> str:
 
 def visible(text: str) -> str:
     """``text`` with invisible characters written as ``\\u200b`` escapes, for evidence."""
+    if text.isascii() or _INVISIBLE.search(text) is None:
+        return text
     return "".join(f"\\u{ord(ch):04x}" if is_invisible(ch) else ch for ch in text)
 
 
