@@ -10,6 +10,7 @@ import pytest
 
 from trishield.answers import (
     contains_answer,
+    decides,
     is_bare_polar,
     is_refusal,
     normalize_answer,
@@ -273,9 +274,12 @@ def test_one_stated_answer_stands_whatever_the_others_say() -> None:
     assert (result.answer, result.refused, len(result.rounds)) == ("23", False, 1)
 
 
-def test_a_reading_dispute_over_one_passage_needs_tau() -> None:
+def test_a_reading_dispute_over_one_source_needs_tau() -> None:
+    """Two readings of one writer's passages (here two chunks of one document) are one
+    witness read two ways: the evidence cannot decide, the readers' agreement does."""
     context = [_passage("song#0", 0.9, "The song was written by Ann Lee and first recorded "
-                                       "by Bo Diaz in 1961.")]
+                                       "by Bo Diaz in 1961."),
+               _passage("song#1", 0.8, "Bo Diaz recorded it in Memphis.")]
     split = [ScriptedReader("a", lambda ids: "Ann Lee"), ScriptedReader("b", lambda ids: "Bo Diaz"),
              ScriptedReader("c", lambda ids: "Bo Diaz")]
     assert Consensus(split).decide("who recorded the song", context).answer == "Bo Diaz"
@@ -329,6 +333,16 @@ def test_without_the_panel_one_member_answers() -> None:
     assert math.isclose(result.rounds[0].agreement, 1.0)
 
 
+def test_number_words_read_as_digits_except_one() -> None:
+    from trishield.answers import answer_core
+
+    question = "How far in advance is the rota published?"
+    assert answer_core("2 weeks in advance", question) == ["2", "week"]
+    assert {"2", "week"} <= set(answer_core("The rota is published two weeks in advance."))
+    assert same_answer("twenty days", "20 days") and not same_answer("two days", "3 days")
+    assert "1" not in answer_core("She is the one who wrote it.")
+
+
 def test_answer_grouping_handles_statements_polarity_and_compound_numbers() -> None:
     long_sentence = ("Tier 1 responds within 4 hours to every new ticket during support hours, "
                      "and handles order questions, tracking, returns and warranty claims.")
@@ -363,15 +377,24 @@ def test_evidence_may_come_from_any_agreeing_answer() -> None:
     assert result.support == ["w#0"]
 
 
-def test_a_bare_yes_or_no_is_supported_only_through_an_agreeing_statement() -> None:
+def test_a_bare_yes_or_no_needs_a_sentence_that_decides_it() -> None:
+    """"No" is stated by a sentence holding every term of the question and a negation; "Yes"
+    is contradicted by it; a near miss (some of the terms) decides nothing."""
     question = "Can opened software be refunded?"
     context = [_passage("r#0", 0.9, "Items are refundable within 30 days. Opened software is "
                                     "not refundable."),
                _passage("s#0", 0.8, "Shipping is free on orders over $50.")]
-    for word in ("Yes", "No"):
-        bare = Consensus([ScriptedReader("a", lambda ids, w=word: w),
-                          ScriptedReader("b", lambda ids, w=word: w)]).decide(question, context)
-        assert bare.refused and "no context passage supports" in bare.reason
+
+    def asked(word: str, passages=context, q: str = question):
+        return Consensus([ScriptedReader("a", lambda ids, w=word: w),
+                          ScriptedReader("b", lambda ids, w=word: w)]).decide(q, passages)
+
+    no = asked("No")
+    assert (no.answer, no.support) == ("No", ["r#0"])
+    assert asked("Yes").refused and "no context passage supports" in asked("Yes").reason
+    near_miss = [_passage("w#0", 0.9, "What the warranty does not cover: misuse and loss.")]
+    assert asked("No", near_miss, "Does the warranty cover water damage to a headlamp?").refused
+    assert not decides("No", "Opened software is not refundable.", "")
 
 
 def test_polarity_of_a_statement_scores_a_bare_yes_or_no() -> None:

@@ -78,6 +78,31 @@ def _unbracketed(text: str) -> str:
     return _BRACKETS.sub(" ", text)
 
 
+_SMALL_NUMBERS = ("zero", "", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                  "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+                  "seventeen", "eighteen", "nineteen", "twenty")
+NUMBER_WORDS: dict[str, str] = {word: str(value) for value, word in enumerate(_SMALL_NUMBERS)
+                                if word} | {
+    "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
+    "eighty": "80", "ninety": "90", "hundred": "100"}
+"""Number words read as digits when terms are compared, so "2 weeks" is stated by "two weeks"
+(the safety suite refused exactly that). "one" is left out: it is far more often a pronoun
+("the one who"), and reading it as 1 would let any passage state the answer "1"."""
+
+
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+def number_words_as_digits(text: str) -> str:
+    """``text`` with the number words of :data:`NUMBER_WORDS` written as digits ("two weeks"
+    -> "2 weeks"), for comparing an answer with a gold answer."""
+    return _NUMBER_WORD.sub(lambda m: NUMBER_WORDS[m.group(1).lower()], text)
+
+
+def _term(token: str) -> str:
+    return NUMBER_WORDS.get(token) or stem(token)
+
+
 def answer_core(answer: str, question: str = "") -> list[str]:
     """The answer's own terms: normalised, stemmed, minus the question's terms and stopwords.
 
@@ -85,8 +110,8 @@ def answer_core(answer: str, question: str = "") -> list[str]:
     core ``["1912"]``, so it agrees with a model that answered just "1912". An answer that only
     echoes the question keeps all its terms (it has no core to compare).
     """
-    tokens = [stem(t) for t in answer_tokens(canonical_numbers(_unbracketed(answer)))]
-    asked = {stem(t) for t in answer_tokens(canonical_numbers(_unbracketed(question)))}
+    tokens = [_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(answer)))]
+    asked = {_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(question)))}
     core = [t for t in tokens if t not in asked and t not in STOPWORDS]
     return core or tokens
 
@@ -128,6 +153,27 @@ def polar_support(answer: str, text: str, question: str) -> bool:
     wanted = polarity(answer)
     return wanted is not None and any(_statement_polarity(sentence, question) == wanted
                                       for sentence in sentences(text))
+
+
+def decides(answer: str, text: str, question: str) -> bool:
+    """Whether ``text`` states the fact that decides a bare yes/no: one of its sentences holds
+    *every* content term of the question (number words as digits) and is negated exactly when
+    the answer is "no".
+
+    "No" to "Is wear and tear covered by the warranty?" is decided by "The warranty does not
+    cover wear and tear"; a sentence that shares only some of the terms ("What the warranty
+    does not cover", asked about water damage to a headlamp) decides nothing. Requiring every
+    term, not half (:func:`polar_support`), is what keeps near-miss questions unanswered."""
+    wanted = polarity(answer)
+    asked = {_term(t) for t in answer_tokens(question) if t not in STOPWORDS}
+    if wanted is None or not asked:
+        return False
+    for sentence in sentences(text):
+        tokens = answer_tokens(canonical_numbers(sentence))
+        negated = any(t in _NEGATIONS for t in tokens)
+        if asked <= {_term(t) for t in tokens} and negated != wanted:
+            return True
+    return False
 
 
 def _statement_polarity(statement: str, question: str) -> bool | None:

@@ -6,8 +6,8 @@ states it (an answer no passage states is a misreading or a guess, whoever gave 
 stated claim is the answer, however many members declined or rambled: small models word the
 same answer differently and decline often, and a headcount turned that into refusals. Several
 stated claims are weighed by their independent evidence (:meth:`Evidence.judge`); when the
-evidence cannot tell them apart because they rest on the same passages, the readers disagree
-about what one text says and the larger group needs ``tau`` of the panel. Without an answer
+evidence cannot tell them apart because they rest on one source, the readers disagree about
+what that source says and the larger group needs ``tau`` of the panel. Without an answer
 the least-trusted third of the context is dropped and the panel asked once more; then
 TriShield answers or refuses with the reason.
 """
@@ -24,6 +24,8 @@ from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.answers import (
     answer_core,
+    decides,
+    is_bare_polar,
     is_refusal,
     normalize_answer,
     polarity,
@@ -40,8 +42,8 @@ GATE_MODES: tuple[str, ...] = get_args(GateMode)
 @config_dataclass(frozen=True, config=CONFIG)
 class ConsensusConfig:
     tau: Annotated[float, Field(gt=0.0, le=1.0)] = 2 / 3
-    """Only for claims the evidence cannot tell apart (stated by the same passages): the
-    share of the panel the larger group needs. Claims with different evidence are weighed,
+    """Only for claims the evidence cannot tell apart (stated by one source): the share of
+    the panel the larger group needs. Claims with different evidence are weighed,
     not counted (0 would accept anything)."""
     retry: bool = True
     drop_fraction: Unit = 1 / 3
@@ -152,12 +154,17 @@ def group_answers(votes: Sequence[Vote], question: str = "") -> list[list[Vote]]
 
 def supporting_passages(answer: str, passages: Sequence[ContextPassage],
                         question: str = "") -> list[ContextPassage]:
-    """Passages that contain every term of the answer's core (see ``answer_core``).
+    """Passages that contain every term of the answer's core (see ``answer_core``); for a bare
+    yes/no, passages with a sentence that decides it (``trishield.answers.decides``: every
+    content term of the question, negated exactly when the answer is "no").
 
-    A bare yes/no has no terms to find, so it is supported only through an agreeing statement.
-    Matching it to a passage sentence of the same polarity (``polar_support``) was tried on the
-    safety suite and made things worse: a sentence without a negation word is not a "yes" (it
-    turned two refusals into wrong answers and let two unanswerable questions through)."""
+    Matching a bare yes/no to a sentence sharing only *half* the question's terms was tried on
+    the safety suite and made things worse (two refusals became wrong answers, two
+    unanswerable questions were answered): a near-miss sentence decides nothing. With every
+    term required, the safety suite's near misses ("water damage to a headlamp" against "what
+    the warranty does not cover") stay unanswered (docs/design.md, row 11)."""
+    if is_bare_polar(answer):
+        return [p for p in passages if decides(answer, p.text, question)]
     core = set(answer_core(answer, question))
     return [p for p in passages if core and core <= set(answer_core(p.text))]
 
@@ -202,6 +209,23 @@ def context_evidence(question: str, passages: Sequence[ContextPassage]) -> Evide
     passage came with, no embeddings, no track records."""
     return Evidence(question, [Item(p.id, p.doc_id, p.writer or p.doc_id, p.tier, p.text)
                                for p in passages], None, None)
+
+
+def same_source(evidence: Evidence, first: Sequence[ContextPassage],
+                second: Sequence[ContextPassage]) -> bool:
+    """Whether two claims rest on one source: every passage of one of them shares a writer, a
+    batch or near-duplicate text with a passage of the other. Then the evidence cannot tell
+    them apart (one witness, read two ways) and the readers' agreement decides."""
+    position = {item.id: i for i, item in enumerate(evidence.items)}
+    ours = [position[p.id] for p in first if p.id in position]
+    theirs = [position[p.id] for p in second if p.id in position]
+    if not ours or not theirs:
+        return False
+
+    def covered(these: list[int], those: list[int]) -> bool:
+        return all(any(evidence.linked[a, b] for b in those) for a in these)
+
+    return covered(ours, theirs) or covered(theirs, ours)
 
 
 class Consensus:
@@ -286,8 +310,8 @@ class Consensus:
     def _weigh(self, claims: list[StatedClaim], evidence: Evidence,
                panel_size: int) -> tuple[StatedClaim | None, Verdict | None]:
         """One stated claim is the answer; several are weighed by their evidence. Claims the
-        evidence cannot tell apart (the same passages state both) are a reading dispute: the
-        larger group needs ``tau`` of the panel."""
+        evidence cannot tell apart (one source states both: :func:`same_source`) are a reading
+        dispute: the larger group needs ``tau`` of the panel."""
         if len(claims) == 1:
             return claims[0], None
         position = {item.id: i for i, item in enumerate(evidence.items)}
@@ -297,11 +321,11 @@ class Consensus:
         if verdict.outcome != "conflict":
             return by_label[verdict.support.label], verdict
         best, runner_up = by_label[verdict.support.label], by_label[verdict.opposition.label]
-        same_text = {p.id for p in best.support} == {p.id for p in runner_up.support}
         larger = max(claims, key=lambda c: c.members)
-        if same_text and larger.members / panel_size >= self.config.tau:
+        if (same_source(evidence, best.support, runner_up.support)
+                and larger.members / panel_size >= self.config.tau):
             return larger, Verdict("stands", f"{larger.answer!r} and {runner_up.answer!r} "
-                                   "rest on the same passages; "
+                                   "rest on the same source; "
                                    f"{larger.members} of {panel_size} members read "
                                    f"{larger.answer!r} (tau {self.config.tau:.2f})",
                                    verdict.support, verdict.opposition)
