@@ -424,6 +424,7 @@ class KnowledgeBase:
                                       len(parts))
             write = _BatchWrite(tier=tier, writer=writer, source=source, writer_key=writer_key,
                                 guard=guard, progress=progress, started=started)
+            load_embedder(self.settings.embedding_model)  # loading is not embedding time
             try:
                 for number, part in enumerate(parts):
                     self._write_batch(write, plan, [plan.new[i] for i in part],

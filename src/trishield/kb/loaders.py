@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trishield.errors import InputError
@@ -426,6 +426,16 @@ def load_path(path: str | Path, *, id_prefix: str = "",
     if not documents:
         raise InputError("the file holds no documents", path=str(path))
     return LoadedBatch(check_unique_ids(documents), [])
+
+
+def with_id_prefix(documents: Iterable[Document], id_prefix: str) -> list[Document]:
+    """``documents`` with ``id_prefix`` put before each id (a named data set's, say), each
+    checked again as a loader would."""
+    _check_prefix(id_prefix)
+    if not id_prefix:
+        return list(documents)
+    return [validate_document(replace(document, id=id_prefix + document.id),
+                              path=document.origin or document.id) for document in documents]
 
 
 def _check_prefix(id_prefix: str) -> None:
