@@ -30,7 +30,7 @@ from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
 from trishield.errors import InputError
 from trishield.kb import IngestReport, KnowledgeBase, load_path
 from trishield.kb.ingest_report import ProgressCallback
-from trishield.kb.loaders import MAX_FILE_BYTES, FailedFile, FileProgress
+from trishield.kb.loaders import MAX_FILE_BYTES, FailedFile, FileProgress, LoadedBatch
 from trishield.kb.screening import Screener
 from trishield.llm.base import Reader
 from trishield.llm.panel import build_panel
@@ -165,6 +165,27 @@ class PathIngest:
     failed_files: list[FailedFile] = field(default_factory=list)
 
 
+def load_input(path: str | Path, *, id_prefix: str = "",
+               max_file_bytes: int | None = MAX_FILE_BYTES,
+               on_file: FileProgress | None = None) -> LoadedBatch:
+    """Read and validate a file or folder (see :func:`trishield.load_path`) before anything
+    is written; sources name files by absolute path, which is how an update recognises the
+    file a stored document came from."""
+    return load_path(Path(os.path.abspath(path)), id_prefix=id_prefix,
+                     max_file_bytes=max_file_bytes, on_file=on_file)
+
+
+def ingest_loaded(kb: KnowledgeBase, batch: LoadedBatch, *, source: str,
+                  tier: str = "neutral", writer: str = "cli",
+                  batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
+                  guard: Screener | None = None,
+                  on_progress: ProgressCallback | None = None) -> PathIngest:
+    """Write what :func:`load_input` read, in committed batches (see :func:`ingest_path`)."""
+    report = kb.ingest(batch.documents, tier=tier, writer=writer, source=source, guard=guard,
+                       batch_size=batch_size, update=update, on_progress=on_progress)
+    return PathIngest(report, batch.skipped_files, batch.failed_files)
+
+
 def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
                 writer: str = "cli", id_prefix: str = "",
                 max_file_bytes: int | None = MAX_FILE_BYTES,
@@ -179,14 +200,13 @@ def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
     it again finishes the work. With ``update`` (default) a changed file is stored as the
     next version of its document, the old one retired; the same id from another file is
     refused. ``guard`` defaults to the KB's own screener (Ring 1 for :func:`open_kb`).
+    Everything is read and validated before the first write.
     """
-    where = Path(os.path.abspath(path))  # sources name files absolutely: updates match them
-    batch = load_path(where, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
-                      on_file=on_file)
-    report = kb.ingest(batch.documents, tier=tier, writer=writer, source=str(where),
-                       guard=guard, batch_size=batch_size, update=update,
-                       on_progress=on_progress)
-    return PathIngest(report, batch.skipped_files, batch.failed_files)
+    batch = load_input(path, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
+                       on_file=on_file)
+    return ingest_loaded(kb, batch, source=os.path.abspath(path), tier=tier, writer=writer,
+                         batch_size=batch_size, update=update, guard=guard,
+                         on_progress=on_progress)
 
 
 def list_documents(kb: KnowledgeBase, *, writer: str | None = None, prefix: str | None = None,

@@ -152,8 +152,8 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     ingested. Ctrl-C keeps the batches already committed; running the same command again
     skips what is stored and finishes the rest. A changed file becomes a new version of its
     document (see `trishield documents show`)."""
-    from trishield.api import PathIngest, ingest_path
-    from trishield.kb import ChunkingConfig, IngestInterrupted, KnowledgeBase
+    from trishield.api import ingest_loaded, load_input
+    from trishield.kb import ChunkingConfig, IngestInterrupted, KnowledgeBase, LoadedBatch
     from trishield.kb.datasets import load_named
     from trishield.kb.loaders import with_id_prefix
     from trishield.rings.ingest_guard import IngestGuard
@@ -170,28 +170,27 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
                                   20 if chunk_overlap is None else chunk_overlap)
     wanted = (sys.stderr.isatty() and not json_output) if show_progress is None \
         else show_progress
-    with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
-                            chunking=chunking, dense_index=dense_index) as kb, \
-            _progress_bar(wanted) as bar:
-        try:
-            if dataset is not None:
-                documents = with_id_prefix(load_named(dataset), id_prefix)
-                result = PathIngest(kb.ingest(
-                    documents, tier=tier, writer=writer, source=f"dataset:{dataset}",
-                    guard=screen, batch_size=batch_size, update=update,
-                    on_progress=bar.on_progress if bar else None))
-            else:
-                result = ingest_path(kb, path, tier=tier, writer=writer, id_prefix=id_prefix,
-                                     max_file_bytes=max_file_bytes, batch_size=batch_size,
-                                     update=update, guard=screen,
-                                     on_file=bar.on_file if bar else None,
-                                     on_progress=bar.on_progress if bar else None)
-        except IngestInterrupted as interrupted:
-            if bar:
-                bar.progress.stop()
-            _say_interrupted(interrupted.report, kb_dir, json_output)
-            sys.exit(INTERRUPTED_EXIT)
-        stats = kb.stats()
+    with _progress_bar(wanted) as bar:
+        # everything is read and validated before the KB is opened (or created)
+        if dataset is not None:
+            batch = LoadedBatch(with_id_prefix(load_named(dataset), id_prefix), [])
+            source = f"dataset:{dataset}"
+        else:
+            batch = load_input(path, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
+                               on_file=bar.on_file if bar else None)
+            source = str(path.absolute())
+        with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
+                                chunking=chunking, dense_index=dense_index) as kb:
+            try:
+                result = ingest_loaded(kb, batch, source=source, tier=tier, writer=writer,
+                                       batch_size=batch_size, update=update, guard=screen,
+                                       on_progress=bar.on_progress if bar else None)
+            except IngestInterrupted as interrupted:
+                if bar:
+                    bar.progress.stop()
+                _say_interrupted(interrupted.report, kb_dir, json_output)
+                sys.exit(INTERRUPTED_EXIT)
+            stats = kb.stats()
     _say_ingested(result, kb_dir, writer, tier, stats, json_output)
 
 
