@@ -93,6 +93,16 @@ def test_folders_metadata_versions_and_deletes(docs: Path, tmp_path: Path) -> No
         assert "14 days" in texts and "30 days" not in texts
         assert opened.store.counts()["documents"] == 2
 
+    # new front matter over the same text is a new version too; an unchanged file is not
+    retitled = RETURNS_V2.replace("Returns (2025)", "Returning items")
+    (docs / "returns" / "index.md").write_text(retitled, encoding="utf-8")
+    assert as_json("ingest", str(docs), "--kb", kb, "--no-guard")["updated"] == [
+        {"id": "returns/index", "version": 3}]
+    again = as_json("ingest", str(docs), "--kb", kb, "--no-guard")
+    assert again["updated"] == [] and again["documents_already_present"] == 2
+    assert as_json("documents", "show", "returns/index", "--kb", kb)["title"] == \
+        "Returning items"
+
     # the same relative path under another root collides unless it has its own prefix
     other = tmp_path / "other"
     (other / "returns").mkdir(parents=True)

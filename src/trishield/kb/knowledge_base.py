@@ -78,7 +78,7 @@ MAX_K = 1000
 OUTLIER_REFERENCE_SIZE = 2000
 EMBED_SLICE = 256
 """Chunks embedded between two checks of a write's time limit."""
-PROGRESS_SLICE = 128
+PROGRESS_SLICE = 256
 """Chunks embedded between two progress reports (small enough for a smooth rate and ETA,
 large enough that the embedder still batches well)."""
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"

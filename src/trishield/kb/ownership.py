@@ -52,6 +52,10 @@ class Claim:
     source: str = ""
     """Where the document came from (the file an ingest read it from): an update must come
     from the same place, so that two folders' ``index.md`` never replace each other."""
+    title: str = ""
+    metadata: str = "{}"
+    """The stored title and metadata (canonical JSON): an update that changes only these
+    (a retitled file, new tags) is a new version too."""
 
     def owned_by(self, writer: str, writer_key: str) -> bool:
         """Whether the writer ``writer`` with API key ``writer_key`` ('' for local writes)
@@ -121,8 +125,8 @@ def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: 
         same = next((c for c in on_id if c.content_hash == document.content_hash), None)
         if on_id and all(supersedes(document, document_tier, c) for c in on_id):
             plan.displaced.extend((claim, document) for claim in on_id)
-        elif on_id and same is None and update and _updatable(document, on_id, writer,
-                                                               writer_key):
+        elif on_id and update and (same is None or _redescribed(document, same, on_id)) \
+                and _updatable(document, on_id, writer, writer_key):
             for claim in on_id:
                 (plan.updates if claim.state == "stored" else plan.withdrawn).append(
                     (claim, document))
@@ -151,6 +155,13 @@ def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: 
         batch_text[document.content_hash] = document
         plan.new.append(document)
     return plan
+
+
+def _redescribed(document: Document, same: Claim, claims: Sequence[Claim]) -> bool:
+    """Whether ``document`` has the stored text of its id (the only claim on it) under
+    another title or metadata: a new version that only describes the text anew."""
+    return (claims == [same] and same.state == "stored"
+            and (same.title, same.metadata) != (document.title, document.metadata_json))
 
 
 def _updatable(document: Document, claims: Sequence[Claim], writer: str,

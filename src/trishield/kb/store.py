@@ -173,9 +173,9 @@ class Store:
                 marks = ",".join("?" * len(part))
                 rows = self.connection.execute(
                     "SELECT doc_id, content_hash, writer, writer_key, tier, 'stored', signed, "
-                    f"source FROM documents WHERE {key_column} IN ({marks}) UNION ALL "
-                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'quarantined', "
-                    "signed, source "
+                    f"source, title, metadata FROM documents WHERE {key_column} IN ({marks}) "
+                    "UNION ALL SELECT doc_id, content_hash, writer, writer_key, tier, "
+                    "'quarantined', signed, source, title, metadata "
                     f"FROM quarantine WHERE state = 'held' AND {key_column} IN ({marks})",
                     part + part)
                 for row in rows:
