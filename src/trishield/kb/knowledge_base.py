@@ -79,8 +79,8 @@ OUTLIER_REFERENCE_SIZE = 2000
 EMBED_SLICE = 256
 """Chunks embedded between two checks of a write's time limit."""
 PROGRESS_SLICE = 256
-"""Chunks embedded between two progress reports (small enough for a smooth rate and ETA,
-large enough that the embedder still batches well)."""
+"""Chunks embedded between two progress reports: a few seconds apart on a CPU, and large
+enough that the embedder still sorts and batches them well."""
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
 FAULT_RESUME_ENV = "TRISHIELD_FAULT_RESUME"
