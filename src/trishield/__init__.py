@@ -19,7 +19,20 @@ Screen passages from your own retriever (Rings 1 and 2, no LLM)::
 answerer; ``trishield.load_settings`` reads the TOML configuration.
 """
 
-from trishield.api import ScreenedPassage, Screening, defend, open_kb, screen
+from trishield.api import (
+    PathIngest,
+    ScreenedPassage,
+    Screening,
+    defend,
+    delete_documents,
+    discard_quarantined,
+    ingest_path,
+    list_documents,
+    open_kb,
+    release_quarantined,
+    screen,
+    show_document,
+)
 from trishield.defenses import DEFENSES, build_defense
 from trishield.defenses.retrievers import KBRetriever, Passage, PassageRetriever
 from trishield.errors import TriShieldError
@@ -42,6 +55,7 @@ __all__ = [
     "KnowledgeBase",
     "Passage",
     "PassageRetriever",
+    "PathIngest",
     "Pipeline",
     "ScreenedPassage",
     "Screening",
@@ -52,8 +66,14 @@ __all__ = [
     "build_defense",
     "build_panel",
     "defend",
+    "delete_documents",
+    "discard_quarantined",
+    "ingest_path",
+    "list_documents",
     "load_path",
     "load_settings",
     "open_kb",
+    "release_quarantined",
     "screen",
+    "show_document",
 ]

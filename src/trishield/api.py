@@ -8,10 +8,16 @@ Three things in a few lines each, with the same defaults as the command line:
 * :func:`screen` runs Rings 1 and 2 over passages that *your* retriever found (LangChain,
   LlamaIndex, a vector database), with the provenance you know, and returns the passages to
   keep, ranked by trust, with the trace. No LLM is called.
+
+Managing the documents of a knowledge base, as ``trishield ingest``, ``trishield documents``
+and ``trishield quarantine`` do: :func:`ingest_path` (batched, resumable, updates changed
+files as new versions), :func:`list_documents`, :func:`show_document`,
+:func:`delete_documents`, :func:`release_quarantined` and :func:`discard_quarantined`.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +28,10 @@ from trishield.defenses import build_defense
 from trishield.defenses.retrievers import Passage, PassageRetriever
 from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
 from trishield.errors import InputError
-from trishield.kb import KnowledgeBase
+from trishield.kb import IngestReport, KnowledgeBase, load_path
+from trishield.kb.ingest_report import ProgressCallback
+from trishield.kb.loaders import MAX_FILE_BYTES, FailedFile, FileProgress, LoadedBatch
+from trishield.kb.screening import Screener
 from trishield.llm.base import Reader
 from trishield.llm.panel import build_panel
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
@@ -141,3 +150,109 @@ def _passage(fields: Mapping[str, Any], position: int) -> Passage:
     if "id" not in fields or "text" not in fields:
         raise InputError(f"passage {position}: 'id' and 'text' are required")
     return Passage(**fields)
+
+
+DEFAULT_BATCH_SIZE = 200
+"""Documents per committed batch of :func:`ingest_path`: an interrupt loses at most one
+batch's embedding (tens of seconds on a CPU), and each commit rewrites the search indexes."""
+
+
+@dataclass(frozen=True)
+class PathIngest:
+    """What :func:`ingest_path` did: the KB's report plus the files it did not read
+    (``skipped_files``: unsupported types; ``failed_files``: unreadable or over the size
+    limit, each with its error)."""
+
+    report: IngestReport
+    skipped_files: list[str] = field(default_factory=list)
+    failed_files: list[FailedFile] = field(default_factory=list)
+
+
+def load_input(path: str | Path, *, id_prefix: str = "",
+               max_file_bytes: int | None = MAX_FILE_BYTES,
+               on_file: FileProgress | None = None) -> LoadedBatch:
+    """Read and validate a file or folder (see :func:`trishield.load_path`) before anything
+    is written; sources name files by absolute path, which is how an update recognises the
+    file a stored document came from."""
+    return load_path(Path(os.path.abspath(path)), id_prefix=id_prefix,
+                     max_file_bytes=max_file_bytes, on_file=on_file)
+
+
+def ingest_loaded(kb: KnowledgeBase, batch: LoadedBatch, *, source: str,
+                  tier: str = "neutral", writer: str = "cli",
+                  batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
+                  guard: Screener | None = None,
+                  on_progress: ProgressCallback | None = None) -> PathIngest:
+    """Write what :func:`load_input` read, in committed batches (see :func:`ingest_path`)."""
+    report = kb.ingest(batch.documents, tier=tier, writer=writer, source=source, guard=guard,
+                       batch_size=batch_size, update=update, on_progress=on_progress)
+    return PathIngest(report, batch.skipped_files, batch.failed_files)
+
+
+def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
+                writer: str = "cli", id_prefix: str = "",
+                max_file_bytes: int | None = MAX_FILE_BYTES,
+                batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
+                guard: Screener | None = None, on_file: FileProgress | None = None,
+                on_progress: ProgressCallback | None = None) -> PathIngest:
+    """Ingest a file or folder (see :func:`trishield.load_path`) in committed batches.
+
+    Ids are ``id_prefix`` plus the path relative to the folder (a single file: its name),
+    without the suffix. A re-run skips what is stored identically, so after an interrupt
+    (:class:`~trishield.kb.IngestInterrupted`, whose ``report`` says what was kept) running
+    it again finishes the work. With ``update`` (default) a changed file is stored as the
+    next version of its document, the old one retired; the same id from another file is
+    refused. ``guard`` defaults to the KB's own screener (Ring 1 for :func:`open_kb`).
+    Everything is read and validated before the first write.
+    """
+    batch = load_input(path, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
+                       on_file=on_file)
+    return ingest_loaded(kb, batch, source=os.path.abspath(path), tier=tier, writer=writer,
+                         batch_size=batch_size, update=update, guard=guard,
+                         on_progress=on_progress)
+
+
+def list_documents(kb: KnowledgeBase, *, writer: str | None = None, prefix: str | None = None,
+                   limit: int | None = None) -> list[dict]:
+    """Stored documents without their text, oldest first (see
+    :meth:`KnowledgeBase.documents`)."""
+    return kb.documents(writer=writer, prefix=prefix, limit=limit)
+
+
+def show_document(kb: KnowledgeBase, doc_id: str) -> dict:
+    """One stored document with its text, metadata, version and earlier versions."""
+    return kb.document(doc_id)
+
+
+def delete_documents(kb: KnowledgeBase, doc_ids: Sequence[str], *, by: str,
+                     reason: str = "") -> list[dict]:
+    """Soft-delete documents (audited, all or none); returns their tombstones."""
+    return kb.delete_many(doc_ids, by=by, reason=reason)
+
+
+def _held(kb: KnowledgeBase, doc_ids: Sequence[str], writer: str | None) -> list[str]:
+    """The ids a quarantine decision covers: those given, or all of ``writer``'s held ones."""
+    if isinstance(doc_ids, str):
+        raise InputError("give a list of document ids, not one string")
+    if bool(doc_ids) == (writer is not None):
+        raise InputError("give document ids or a writer, not both and not neither")
+    if writer is None:
+        return list(doc_ids)
+    ids = kb.held_ids(writer=writer)
+    if not ids:
+        raise InputError(f"no document of writer {writer!r} is held in quarantine")
+    return ids
+
+
+def release_quarantined(kb: KnowledgeBase, doc_ids: Sequence[str] = (), *,
+                        writer: str | None = None, by: str) -> IngestReport:
+    """Release held documents into the KB, the ones named or all of ``writer``'s, in one
+    audited transaction (all or none)."""
+    return kb.release_many(_held(kb, doc_ids, writer), by=by)
+
+
+def discard_quarantined(kb: KnowledgeBase, doc_ids: Sequence[str] = (), *,
+                        writer: str | None = None, by: str, reason: str = "") -> list[dict]:
+    """Discard held documents (not stored, ids freed), the ones named or all of
+    ``writer``'s, in one audited transaction (all or none)."""
+    return kb.discard_many(_held(kb, doc_ids, writer), by=by, reason=reason)

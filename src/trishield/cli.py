@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield import config
+from trishield.cli_documents import COMMANDS
 from trishield.defenses import DEFENSES
 from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
@@ -39,10 +40,6 @@ errors = Console(stderr=True, highlight=False)
 
 def _print_json(payload: object) -> None:
     click.echo(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False))
-
-
-def _progress_wanted(json_output: bool) -> bool:
-    return sys.stderr.isatty() and not json_output
 
 
 kb_option = click.option("--kb", "kb_dir", required=True,
@@ -65,92 +62,6 @@ def cli(data_dir: Path | None) -> None:
     config.enforce_offline()
     if data_dir is not None:
         os.environ[config.DATA_DIR_ENV] = str(data_dir.resolve())
-
-
-@cli.command()
-@click.argument("path", required=False, type=click.Path(path_type=Path))
-@kb_option
-@click.option("--dataset", help="Ingest a named data set from the data directory "
-                                "(see `trishield datasets`), e.g. wiki5k.")
-@click.option("--tier", type=click.Choice(TIERS), default="neutral",
-              show_default=True, help="Provenance tier of this writer.")
-@click.option("--writer", default="cli", show_default=True, help="Writer name for the audit log.")
-@click.option("--model", "embedding_model", help="Embedding model for a new KB "
-              "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
-@click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
-@click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
-@click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw"]),
-              help="Dense index of a new KB (flat by default).")
-@click.option("--guard/--no-guard", default=True, show_default=True,
-              help="Screen each document with Ring 1 and quarantine what it blocks.")
-@config_option
-@json_option
-def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writer: str,
-           embedding_model: str | None, chunk_words: int | None, chunk_overlap: int | None,
-           dense_index: str | None, guard: bool, config_file: Path | None,
-           json_output: bool) -> None:
-    """Ingest PATH (JSONL, SQuAD JSON, .txt/.md/.rst, HTML, DOCX, PDF, or a folder of them) or
-    a --dataset into --kb. In a folder, files that cannot be read are reported and the rest is
-    ingested."""
-    from trishield.kb import ChunkingConfig, KnowledgeBase, load_path
-    from trishield.kb.datasets import load_named
-    from trishield.rings.ingest_guard import IngestGuard
-    from trishield.settings import load_settings
-
-    screen = IngestGuard(load_settings(config_file).pipeline.guard) if guard else None
-
-    if (path is None) == (dataset is None):
-        raise click.UsageError("give exactly one of PATH or --dataset")
-    _refuse_key_names(kb_dir, writer)
-    chunking = None
-    if chunk_words is not None or chunk_overlap is not None:
-        chunking = ChunkingConfig(chunk_words or 120,
-                                  20 if chunk_overlap is None else chunk_overlap)
-    failed: list[dict[str, str]] = []
-    if dataset is not None:
-        documents, skipped, source = load_named(dataset), [], f"dataset:{dataset}"
-    else:
-        batch = load_path(path)
-        documents, skipped, source = batch.documents, batch.skipped_files, str(path)
-        failed = [{"path": f.path, "error": f.error} for f in batch.failed_files]
-    with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
-                            chunking=chunking, dense_index=dense_index) as kb:
-        report = kb.ingest(documents, tier=tier, writer=writer, source=source,
-                           progress=_progress_wanted(json_output), guard=screen)
-        stats = kb.stats()
-    payload = report.as_dict() | {"skipped_files": skipped, "failed_files": failed,
-                                  "kb": stats}
-    if json_output:
-        _print_json(payload)
-        return
-    console.print(f"ingested {len(report.added)} new document(s), {report.chunks_added} "
-                  f"chunk(s) into {kb_dir} as {writer} ({tier}); "
-                  f"{len(report.duplicates)} already present; {report.seconds:.1f}s "
-                  f"(embedding {report.embed_seconds:.1f}s)")
-    for held in report.quarantined:
-        console.print(f"[red]quarantined by Ring 1:[/] {escape(held['id'])} (C={held['c']}): "
-                      f"{escape('; '.join(held['reasons']))}")
-    for name in skipped:
-        console.print(f"[yellow]not ingested (unsupported file type):[/] {escape(name)}")
-    for problem in failed:
-        errors.print(f"[red]not ingested (cannot be read):[/] {escape(problem['error'])}",
-                     soft_wrap=True)
-    for warning in report.warnings:
-        errors.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    console.print(f"KB now holds {stats['documents']} documents, {stats['chunks']} chunks "
-                  f"(generation {stats['generation']}, {stats['embedding_model']}).")
-
-
-def _refuse_key_names(kb_dir: Path, writer: str) -> None:
-    """A local write must not pass for an API key's writer (names are identities)."""
-    from trishield.errors import InputError
-    from trishield.provenance.keys import KEYS_DATABASE, KeyStore
-
-    if not (kb_dir / KEYS_DATABASE).is_file():
-        return
-    if writer.lower() in {key.name.lower() for key in KeyStore(kb_dir).api_keys()}:
-        raise InputError(f"--writer {writer!r} is the name of an API key of this KB; local "
-                         "writes must not pass for it, choose another writer name")
 
 
 kb_or_server_options = [
@@ -430,83 +341,6 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: t
     for row in rows:
         table.add_row(*(str(cell) for cell in row))
     console.print(table)
-
-
-@cli.group()
-def quarantine() -> None:
-    """Review what Ring 1 blocked at ingest, and release what it got wrong."""
-
-
-@quarantine.command("list")
-@kb_option
-@click.option("--all", "include_released", is_flag=True,
-              help="Include released, discarded and withdrawn documents.")
-@json_option
-def quarantine_list(kb_dir: Path, include_released: bool, json_output: bool) -> None:
-    """List quarantined documents with their Ring 1 score and reasons."""
-    from trishield.kb import KnowledgeBase
-
-    with KnowledgeBase.open(kb_dir) as kb:
-        rows = kb.store.quarantined(include_released=include_released)
-    if json_output:
-        _print_json([{k: v for k, v in row.items() if k != "text"} for row in rows])
-        return
-    table = Table(title=f"quarantine of {kb_dir}", title_justify="left")
-    for column in ("document", "writer", "tier", "C", "reasons", "state"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        state = row["state"] if row["state"] == "held" else f"{row['state']} by {row['closed_by']}"
-        table.add_row(escape(row["id"]), escape(row["writer"]), row["tier"],
-                      f"{row['verdict']['c']:.3f}", escape("; ".join(row["verdict"]["reasons"])),
-                      escape(state))
-    if not rows:
-        table.add_row("(empty)", "", "", "", "", "")
-    console.print(table)
-
-
-@quarantine.command("show")
-@click.argument("doc_id")
-@kb_option
-def quarantine_show(doc_id: str, kb_dir: Path) -> None:
-    """Show one quarantined document in full, with its Ring 1 verdict (JSON)."""
-    from trishield.errors import InputError
-    from trishield.kb import KnowledgeBase
-
-    with KnowledgeBase.open(kb_dir) as kb:
-        record = kb.store.quarantined_document(doc_id)
-    if record is None:
-        raise InputError(f"no document {doc_id!r} in quarantine")
-    _print_json(record)
-
-
-@quarantine.command("release")
-@click.argument("doc_id")
-@kb_option
-@click.option("--by", "released_by", required=True, help="Who takes the decision (audited).")
-def quarantine_release(doc_id: str, kb_dir: Path, released_by: str) -> None:
-    """Release a quarantined document into the KB (audited)."""
-    from trishield.kb import KnowledgeBase
-
-    with KnowledgeBase.open(kb_dir) as kb:
-        report = kb.release(doc_id, by=released_by)
-    console.print(f"released {escape(doc_id)} into {kb_dir} ({report.chunks_added} chunk(s)); "
-                  f"audited as {escape(released_by)}")
-
-
-@quarantine.command("discard")
-@click.argument("doc_id")
-@kb_option
-@click.option("--by", "discarded_by", required=True, help="Who takes the decision (audited).")
-@click.option("--reason", default="", help="Why (audited).")
-def quarantine_discard(doc_id: str, kb_dir: Path, discarded_by: str, reason: str) -> None:
-    """Discard a quarantined document: it is not stored, and its id is free again (audited;
-    the quarantine keeps it in its history)."""
-    from trishield.kb import KnowledgeBase
-
-    with KnowledgeBase.open(kb_dir) as kb:
-        kb.discard(doc_id, by=discarded_by, reason=reason)
-    console.print(f"discarded {escape(doc_id)} from the quarantine of {kb_dir}; audited as "
-                  f"{escape(discarded_by)}")
 
 
 @cli.command()
@@ -944,6 +778,10 @@ def demo(directory: Path, k: int, panel_option: str | None) -> None:
 
     panel = build_panel(parse_panel_option(panel_option)) if panel_option else None
     run_demo(console, directory, k=k, panel=panel)
+
+
+for _command in COMMANDS:  # ingest, documents, quarantine (trishield.cli_documents)
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier, content_hash
-from trishield.kb.knowledge_base import IngestReport, KBSettings, KnowledgeBase
+from trishield.kb.ingest_report import IngestInterrupted, IngestProgress, IngestReport
+from trishield.kb.knowledge_base import KBSettings, KnowledgeBase
 from trishield.kb.loaders import LoadedBatch, load_path
 from trishield.kb.retrieval import BACKENDS, Candidate
 from trishield.kb.screening import Screener, ScreeningVerdict
@@ -13,6 +14,8 @@ __all__ = [
     "Chunk",
     "ChunkingConfig",
     "Document",
+    "IngestInterrupted",
+    "IngestProgress",
     "IngestReport",
     "KBSettings",
     "KnowledgeBase",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -46,6 +48,11 @@ class Document:
     tier was decided) that the audit log and every trace carry. ``signed`` is the publisher
     record a verified signature covered (JSON: publisher, version, issued_at), so that the
     signature can later be withdrawn for this document alone.
+
+    ``metadata`` is what the file said about itself (YAML front matter keys other than the
+    title: tags, dates, owners). It is stored with the document and shown by ``documents
+    show``, but it is not part of the text: it is neither chunked, embedded nor hashed, so
+    a tag cannot steer retrieval and a signature covers the text alone.
     """
 
     id: str
@@ -56,10 +63,21 @@ class Document:
     tier: str | None = None
     provenance: str = ""
     signed: str = ""
+    metadata: Mapping[str, object] = field(default_factory=dict, hash=False)
     content_hash: str = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content_hash", content_hash(self.text))
+
+    @property
+    def metadata_json(self) -> str:
+        """The metadata as canonical JSON (sorted keys): how the store keeps it."""
+        return metadata_json(self.metadata)
+
+
+def metadata_json(metadata: Mapping[str, object]) -> str:
+    """Canonical JSON of a metadata mapping, so equal metadata compares equal as text."""
+    return json.dumps(dict(metadata), sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True)

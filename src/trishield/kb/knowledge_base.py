@@ -30,7 +30,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +51,15 @@ from trishield.errors import (
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex, file_digests
+from trishield.kb.ingest_report import (
+    IngestInterrupted,
+    IngestReport,
+    ProgressCallback,
+    ProgressTracker,
+)
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.kb.ownership import (
+    BatchPlan,
     displacement_reason,
     duplicate_audit_detail,
     owns,
@@ -71,6 +78,9 @@ MAX_K = 1000
 OUTLIER_REFERENCE_SIZE = 2000
 EMBED_SLICE = 256
 """Chunks embedded between two checks of a write's time limit."""
+PROGRESS_SLICE = 256
+"""Chunks embedded between two progress reports: a few seconds apart on a CPU, and large
+enough that the embedder still sorts and batches them well."""
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
 FAULT_RESUME_ENV = "TRISHIELD_FAULT_RESUME"
@@ -104,43 +114,48 @@ class KBSettings:
                    meta["dense_index"])
 
 
-@dataclass
-class IngestReport:
-    """What one ingest did: every input document is either added or a named duplicate."""
+@dataclass(frozen=True)
+class _BatchWrite:
+    """What every batch of one ingest shares: who writes, from where, screened by what."""
 
-    batch_id: int | None
-    added: list[str]
-    duplicates: list[dict[str, str]]
-    chunks_added: int
-    generation: int
-    seconds: float
-    embed_seconds: float
-    quarantined: list[dict] = field(default_factory=list)
-    screened: int = 0
-    displaced: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    tier: str
+    writer: str
+    source: str
+    writer_key: str
+    guard: Screener | None
+    progress: bool
+    started: float
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "batch_id": self.batch_id,
-            "documents_added": len(self.added),
-            "documents_duplicate": len(self.duplicates),
-            "chunks_added": self.chunks_added,
-            "generation": self.generation,
-            "seconds": round(self.seconds, 3),
-            "embed_seconds": round(self.embed_seconds, 3),
-            "added": self.added,
-            "duplicates": self.duplicates,
-            "documents_quarantined": len(self.quarantined),
-            "quarantined": self.quarantined,
-            "screened_by_ring1": self.screened,
-            "displaced": self.displaced,
-            "warnings": self.warnings,
-        }
+
+def _check_name(name: str, what: str) -> None:
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise InputError(f"{what} name {name!r} is empty or has surrounding whitespace")
+
+
+def _distinct_ids(doc_ids: Sequence[str]) -> list[str]:
+    """The ids of a multi-document command, repeats dropped (first order kept)."""
+    if isinstance(doc_ids, str):
+        raise InputError("give a list of document ids, not one string")
+    ids = list(dict.fromkeys(doc_ids))
+    if not ids:
+        raise InputError("no document ids given")
+    for doc_id in ids:
+        if not isinstance(doc_id, str) or not doc_id:
+            raise InputError(f"document id {doc_id!r} is not a non-empty string")
+    return ids
+
+
+_FAULT_HITS: dict[str, int] = {}
 
 
 def _fault_point(phase: str) -> None:
-    if os.environ.get(FAULT_PAUSE_ENV) != phase:
+    """Pause at ``phase`` when :data:`FAULT_PAUSE_ENV` names it (``phase#N``: only the N-th
+    time this process reaches it, e.g. the second batch of a batched ingest)."""
+    wanted, _, nth = (os.environ.get(FAULT_PAUSE_ENV) or "").partition("#")
+    if wanted != phase:
+        return
+    _FAULT_HITS[phase] = _FAULT_HITS.get(phase, 0) + 1
+    if nth and _FAULT_HITS[phase] != int(nth):
         return
     resume = os.environ.get(FAULT_RESUME_ENV)
     if resume and Path(resume).exists():
@@ -299,20 +314,26 @@ class KnowledgeBase:
                                     retry_after=max(1, round(self.lock_timeout))) from None
                 time.sleep(0.05)
 
-    def _embed(self, texts: list[str], *, progress: bool, started: float) -> np.ndarray:
+    def _embed(self, texts: list[str], *, progress: bool, started: float,
+               on_slice: Callable[[int, float], None] | None = None) -> np.ndarray:
         """Embed ``texts``, in slices when the write has a time limit, so that a batch too
         large for it stops with :class:`BusyError` (nothing written) instead of holding the
-        writer for as long as it takes."""
-        if self.write_time_limit is None:
+        writer for as long as it takes, and when someone watches (``on_slice`` is told how
+        many chunks each slice embedded and how long it took: a progress bar's rate)."""
+        if self.write_time_limit is None and on_slice is None:
             return self.embedder.encode(texts, progress=progress)
+        size = EMBED_SLICE if on_slice is None else PROGRESS_SLICE
         parts = []
-        for start in range(0, len(texts), EMBED_SLICE):
-            if time.perf_counter() - started > self.write_time_limit:
+        for start in range(0, len(texts), size):
+            if (self.write_time_limit is not None
+                    and time.perf_counter() - started > self.write_time_limit):
                 raise BusyError(f"the write took longer than {self.write_time_limit:g} s after "
                                 f"embedding {start} of {len(texts)} chunks; nothing was "
                                 "written: send smaller batches", retry_after=30)
-            parts.append(self.embedder.encode(texts[start:start + EMBED_SLICE],
-                                              progress=progress))
+            slice_started = time.perf_counter()
+            parts.append(self.embedder.encode(texts[start:start + size], progress=progress))
+            if on_slice is not None:
+                on_slice(len(parts[-1]), time.perf_counter() - slice_started)
         return np.concatenate(parts) if parts else np.zeros((0, self.dimension), np.float32)
 
     # -- writing ----------------------------------------------------------------------------
@@ -326,22 +347,35 @@ class KnowledgeBase:
         progress: bool = False,
         guard: Screener | None = None,
         writer_key: str = "",
+        batch_size: int | None = None,
+        update: bool = False,
+        on_progress: ProgressCallback | None = None,
     ) -> IngestReport:
-        """Add a batch atomically; ``writer_key`` is the API key that writes it ('' for a
-        local write), which owns what it stores.
+        """Add documents; ``writer_key`` is the API key that writes them ('' for a local
+        write), which owns what it stores.
 
         Ownership and deduplication follow :mod:`trishield.kb.ownership`: duplicates are
         per writer (another writer's copy of a text is this writer's own document), a
         verified signed record takes its id over from a less trusted document (moved aside
         in the same transaction), and an id this writer may not write refuses the whole
-        batch before any write. Duplicates, displacements and refusals are audited.
+        input before any write. Duplicates, displacements and refusals are audited. With
+        ``update``, a changed text of the writer's own id from the same source is stored as
+        the document's next version and the stored one is retired (kept, audited).
+
+        Without ``batch_size`` the input is one batch, written atomically (the HTTP API's
+        all-or-nothing write). With it, the new documents are committed ``batch_size`` at a
+        time, each batch in its own transaction followed by its indexes: an interrupt
+        raises :class:`IngestInterrupted` with the report of the committed batches (the
+        running one is rolled back), and a re-run skips what they stored as duplicates.
 
         With a ``guard`` (Ring 1, or any :class:`~trishield.kb.screening.Screener`), or else
         the KB's own ``screener``, documents it blocks go to the quarantine table with their
-        scores and reasons, in the same transaction, instead of into the indexes.
+        scores and reasons, in the same transaction, instead of into the indexes. A blocked
+        update leaves the stored version in place until the new one is released.
 
         A document whose ``tier`` is set (provenance the service established) keeps it;
-        the others get ``tier``.
+        the others get ``tier``. ``on_progress`` is told how far the run is after every
+        embedded slice and committed batch.
         """
         started = time.perf_counter()
         tier = self._check_tier(tier)
@@ -350,6 +384,10 @@ class KnowledgeBase:
                 self._check_tier(document.tier)
         if not writer or writer != writer.strip():
             raise InputError(f"writer name {writer!r} is empty or has surrounding whitespace")
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size < 1):
+            raise InputError(f"batch size must be a positive number of documents, got "
+                             f"{batch_size!r}")
         for document in documents:
             problem = id_problem(document.id)
             if problem is not None:
@@ -360,63 +398,105 @@ class KnowledgeBase:
             try:
                 plan = plan_batch(documents, self.store.claims(
                     [d.id for d in documents], [d.content_hash for d in documents]),
-                    tier=tier, writer=writer, writer_key=writer_key)
+                    tier=tier, writer=writer, writer_key=writer_key, update=update)
             except TriShieldError as error:
                 self._audit_refused("ingest", writer, writer_key,
                                     getattr(error, "doc_id", None), error)
                 raise
-            new, duplicates = plan.new, plan.duplicates
-            if not new:
-                if duplicates:
+            report = IngestReport(None, [], public_duplicates(plan.duplicates), 0,
+                                  self.store.generation(), 0.0, 0.0,
+                                  documents_total=len(plan.new))
+            if not plan.new:
+                if plan.duplicates:
                     with self.store.transaction() as connection:
-                        for duplicate in duplicates:
+                        for duplicate in plan.duplicates:
                             self.store.audit(connection, action="duplicate", writer=writer,
                                              doc_id=duplicate["id"],
                                              content_hash=duplicate["content_hash"],
                                              detail=duplicate_audit_detail(duplicate, writer_key))
-                return IngestReport(None, [], public_duplicates(duplicates), 0,
-                                    self.store.generation(), time.perf_counter() - started,
-                                    0.0)
-            chunks = [chunk_document(document, self.settings.chunking) for document in new]
-            texts = [chunk.text for per_document in chunks for chunk in per_document]
-            embed_started = time.perf_counter()
-            embeddings = self._embed(texts, progress=progress, started=started)
-            embed_seconds = time.perf_counter() - embed_started
-            verdicts = self._screen(guard, new, chunks, embeddings,
-                                    [d.tier or tier for d in new], writer) if guard else []
-            blocked = {v.subject for v in verdicts if v.blocked}
-            keep = [i for i, d in enumerate(new) if d.id not in blocked]
-            offsets = np.cumsum([0, *map(len, chunks)])
-            kept_rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in keep]
-                                       or [np.zeros(0, dtype=int)]).astype(int)
-            held = [(new[i], v.as_dict()) for i, v in enumerate(verdicts) if v.blocked]
-            _fault_point("before-commit")
-            with self.store.transaction() as connection:
-                for claim, document in plan.displaced:
-                    reason = displacement_reason(claim, document, writer)
-                    if claim.state == "stored":
-                        self.store.delete_document(connection, claim.doc_id, by=writer,
-                                                   reason=reason)
-                    else:
-                        self.store.close_quarantined(connection, claim.doc_id,
-                                                     state="discarded", by=writer,
-                                                     reason=reason)
-                batch_id, _ = self.store.write_batch(
-                    connection, documents=[new[i] for i in keep],
-                    chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
-                    tier=tier, writer=writer, source=source,
-                    duplicates=[d | {"writer_key": writer_key} for d in duplicates],
-                    quarantined=held, writer_key=writer_key)
-                _fault_point("inside-commit")
-            _fault_point("after-commit")
-            warnings = self._after_commit()
-            generation = self.store.generation()
-        return IngestReport(batch_id, [new[i].id for i in keep], public_duplicates(duplicates),
-                            len(kept_rows),
-                            generation, time.perf_counter() - started, embed_seconds,
-                            quarantined=[v.as_dict() for v in verdicts if v.blocked],
-                            screened=len(verdicts), warnings=warnings,
-                            displaced=[claim.doc_id for claim, _ in plan.displaced])
+                report.seconds = time.perf_counter() - started
+                return report
+            chunks = [chunk_document(document, self.settings.chunking) for document in plan.new]
+            size = batch_size or len(plan.new)
+            parts = [range(start, min(start + size, len(plan.new)))
+                     for start in range(0, len(plan.new), size)]
+            tracker = ProgressTracker(on_progress, len(plan.new), sum(map(len, chunks)),
+                                      len(parts))
+            write = _BatchWrite(tier=tier, writer=writer, source=source, writer_key=writer_key,
+                                guard=guard, progress=progress, started=started)
+            load_embedder(self.settings.embedding_model)  # loading is not embedding time
+            try:
+                for number, part in enumerate(parts):
+                    self._write_batch(write, plan, [plan.new[i] for i in part],
+                                      [chunks[i] for i in part],
+                                      plan.duplicates if number == 0 else [], report, tracker)
+            except KeyboardInterrupt:
+                report.seconds = time.perf_counter() - started
+                raise IngestInterrupted(report) from None
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _write_batch(self, write: _BatchWrite, plan: BatchPlan, documents: list[Document],
+                     chunks: list[list[Chunk]], duplicates: list[dict[str, str]],
+                     report: IngestReport, tracker: ProgressTracker) -> None:
+        """Embed, screen and commit one batch of ``plan``'s new documents (caller holds the
+        write lock), then write its indexes; ``report`` counts it once it is committed."""
+        texts = [chunk.text for per_document in chunks for chunk in per_document]
+        embed_started = time.perf_counter()
+        embeddings = self._embed(texts, progress=write.progress, started=write.started,
+                                 on_slice=tracker.embedded if tracker.watched else None)
+        report.embed_seconds += time.perf_counter() - embed_started
+        verdicts = self._screen(write.guard, documents, chunks, embeddings,
+                                [d.tier or write.tier for d in documents],
+                                write.writer) if write.guard else []
+        blocked = {v.subject for v in verdicts if v.blocked}
+        keep = [i for i, d in enumerate(documents) if d.id not in blocked]
+        offsets = np.cumsum([0, *map(len, chunks)])
+        kept_rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in keep]
+                                   or [np.zeros(0, dtype=int)]).astype(int)
+        held = [(documents[i], v.as_dict()) for i, v in enumerate(verdicts) if v.blocked]
+        ids = {document.id for document in documents}
+        displaced = [(claim, d) for claim, d in plan.displaced if d.id in ids]
+        withdrawn = [(claim, d) for claim, d in plan.withdrawn if d.id in ids]
+        updates = [(claim, d) for claim, d in plan.updates if d.id in ids and d.id not in blocked]
+        _fault_point("before-commit")
+        with self.store.transaction() as connection:
+            for claim, document in displaced:
+                reason = displacement_reason(claim, document, write.writer)
+                if claim.state == "stored":
+                    self.store.delete_document(connection, claim.doc_id, by=write.writer,
+                                               reason=reason)
+                else:
+                    self.store.close_quarantined(connection, claim.doc_id, state="discarded",
+                                                 by=write.writer, reason=reason)
+            for claim, document in withdrawn:
+                self.store.close_quarantined(
+                    connection, claim.doc_id, state="withdrawn", by=write.writer,
+                    reason=f"replaced by a new version from {document.source or 'its source'}")
+            retired = {document.id: self.store.retire_document(
+                connection, claim.doc_id, by=write.writer, replaced_by=document.content_hash,
+                source=document.source) for claim, document in updates}
+            batch_id, _ = self.store.write_batch(
+                connection, documents=[documents[i] for i in keep],
+                chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
+                tier=write.tier, writer=write.writer, source=write.source,
+                duplicates=[d | {"writer_key": write.writer_key} for d in duplicates],
+                quarantined=held, writer_key=write.writer_key)
+            _fault_point("inside-commit")
+        report.batch_id = report.batch_id or batch_id
+        report.batch_ids.append(batch_id)
+        report.added.extend(documents[i].id for i in keep)
+        report.updated.extend({"id": doc_id, "version": version + 1}
+                              for doc_id, version in retired.items() if version is not None)
+        report.withdrawn.extend(claim.doc_id for claim, _ in withdrawn)
+        report.quarantined.extend(v.as_dict() for v in verdicts if v.blocked)
+        report.screened += len(verdicts)
+        report.displaced.extend(claim.doc_id for claim, _ in displaced)
+        report.chunks_added += len(kept_rows)
+        tracker.committed(len(documents))
+        _fault_point("after-commit")
+        report.warnings.extend(self._after_commit())
+        report.generation = self.store.generation()
 
     def _screen(self, guard: Screener, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
@@ -437,33 +517,151 @@ class KnowledgeBase:
 
     def release(self, doc_id: str, *, by: str, progress: bool = False) -> IngestReport:
         """Move a quarantined document into the KB (an admin decision, audited)."""
-        record = self.store.quarantined_document(doc_id)
-        if record is None:
-            raise NotFoundError(f"no document {doc_id!r} is held in quarantine")
-        if record["state"] != "held":
-            raise ConflictError(f"document {doc_id!r} is no longer held in quarantine: it was "
-                                f"already {record['state']} by {record['closed_by']}")
-        document = Document(id=record["id"], text=record["text"], title=record["title"],
-                            source=record["source"], origin=record["origin"],
-                            tier=record["tier"], provenance=record["provenance"],
-                            signed=record["signed"])
+        return self.release_many([doc_id], by=by, progress=progress)
+
+    def release_many(self, doc_ids: Sequence[str], *, by: str,
+                     progress: bool = False) -> IngestReport:
+        """Move quarantined documents into the KB in one transaction (an admin decision,
+        audited for each): all of them, or none when one is not held.
+
+        A held new version of a document its writer still stores (an update Ring 1 blocked)
+        replaces the stored one on release, which is retired as an update is."""
+        _check_name(by, "releaser")
+        ids = _distinct_ids(doc_ids)
         with self._write_lock():
-            chunks = chunk_document(document, self.settings.chunking)
-            embeddings = self.embedder.encode([c.text for c in chunks], progress=progress)
+            records = self._held_records(ids, "released")
+            documents = [Document(id=r["id"], text=r["text"], title=r["title"],
+                                  source=r["source"], origin=r["origin"], tier=r["tier"],
+                                  provenance=r["provenance"], signed=r["signed"],
+                                  metadata=r["metadata"]) for r in records]
+            stored = {r["id"]: self.store.document(r["id"]) for r in records}
+            for record in records:
+                current = stored[record["id"]]
+                if current is not None and not owns(current, record["writer"],
+                                                    record["writer_key"]):
+                    raise ConflictError(f"{record['id']!r} is stored by {current['writer']}; "
+                                        "the held copy cannot replace it: discard it")
+            chunks = [chunk_document(d, self.settings.chunking) for d in documents]
+            embeddings = self.embedder.encode([c.text for per in chunks for c in per],
+                                              progress=progress)
+            offsets = np.cumsum([0, *map(len, chunks)])
+            report = IngestReport(None, [], [], 0, self.store.generation(), 0.0, 0.0,
+                                  documents_total=len(documents))
+            groups: dict[tuple[str, str], list[int]] = {}
+            for number, record in enumerate(records):
+                groups.setdefault((record["writer"], record["writer_key"]), []).append(number)
             with self.store.transaction() as connection:
-                if not self.store.close_quarantined(connection, doc_id, state="released",
-                                                    by=by, reason=""):
-                    raise ConflictError(f"document {doc_id!r} left the quarantine while it "
-                                        "was being released (another writer decided first)")
-                batch_id, _ = self.store.write_batch(
-                    connection, documents=[document], chunks=[chunks], embeddings=embeddings,
-                    tier=record["tier"], writer=record["writer"],
-                    source=f"released from quarantine by {by}",
-                    writer_key=record["writer_key"])
-            warnings = self._after_commit()
-            generation = self.store.generation()
-        return IngestReport(batch_id, [doc_id], [], len(chunks), generation, 0.0, 0.0,
-                            warnings=warnings)
+                for record, document in zip(records, documents, strict=True):
+                    if not self.store.close_quarantined(connection, record["id"],
+                                                        state="released", by=by, reason=""):
+                        raise ConflictError(f"document {record['id']!r} left the quarantine "
+                                            "while it was being released (another writer "
+                                            "decided first)")
+                    if stored[record["id"]] is not None:
+                        version = self.store.retire_document(
+                            connection, record["id"], by=by, replaced_by=document.content_hash,
+                            source=document.source)
+                        report.updated.append({"id": record["id"], "version": version + 1})
+                for (writer, writer_key), numbers in groups.items():
+                    rows = np.concatenate([np.arange(offsets[n], offsets[n + 1])
+                                           for n in numbers]).astype(int)
+                    batch_id, _ = self.store.write_batch(
+                        connection, documents=[documents[n] for n in numbers],
+                        chunks=[chunks[n] for n in numbers], embeddings=embeddings[rows],
+                        tier=records[numbers[0]]["tier"], writer=writer,
+                        source=f"released from quarantine by {by}", writer_key=writer_key)
+                    report.batch_ids.append(batch_id)
+            report.batch_id = report.batch_ids[0]
+            report.added = [d.id for d in documents]
+            report.chunks_added = int(offsets[-1])
+            report.warnings = self._after_commit()
+            report.generation = self.store.generation()
+        return report
+
+    def _held_records(self, ids: list[str], verb: str) -> list[dict]:
+        """The quarantine rows holding ``ids`` now; :class:`NotFoundError` naming every id
+        that is not held (:class:`ConflictError` for one id that was already decided), so
+        that a list with one bad id changes nothing."""
+        records = [self.store.quarantined_document(doc_id) for doc_id in ids]
+        missing = [doc_id for doc_id, r in zip(ids, records, strict=True) if r is None]
+        closed = [r for r in records if r is not None and r["state"] != "held"]
+        if len(ids) == 1 and closed:
+            raise ConflictError(f"document {ids[0]!r} is no longer held in quarantine: it was "
+                                f"already {closed[0]['state']} by {closed[0]['closed_by']}")
+        if missing or closed:
+            names = ", ".join(repr(i) for i in [*missing, *(r["id"] for r in closed)])
+            raise NotFoundError(f"no document {names} is held in quarantine" if len(ids) == 1
+                                else f"not held in quarantine: {names}; nothing was {verb}")
+        return records
+
+    def discard_many(self, doc_ids: Sequence[str], *, by: str, reason: str = "") -> list[dict]:
+        """End the quarantine hold on several documents at once (an admin decision, audited
+        for each, in one transaction): all of them, or none when one is not held."""
+        _check_name(by, "name")
+        ids = _distinct_ids(doc_ids)
+        with self._write_lock():
+            self._held_records(ids, "discarded")
+            with self.store.transaction() as connection:
+                for doc_id in ids:
+                    if not self.store.close_quarantined(connection, doc_id, state="discarded",
+                                                        by=by, reason=reason):
+                        raise ConflictError(f"document {doc_id!r} left the quarantine while it "
+                                            "was being discarded; nothing was discarded")
+        return [self.store.quarantined_document(doc_id) for doc_id in ids]
+
+    def held_ids(self, *, writer: str | None = None) -> list[str]:
+        """Ids held in quarantine now, oldest first; with ``writer``, only that writer's."""
+        return self.store.held_ids(writer=writer)
+
+    # -- documents --------------------------------------------------------------------------
+    def documents(self, *, writer: str | None = None, prefix: str | None = None,
+                  limit: int | None = None) -> list[dict]:
+        """Stored documents without their text (id, title, writer, tier, version, source,
+        ingested_at, content_hash, chunks), oldest first; optionally one ``writer``'s, or
+        those whose id starts with ``prefix``, at most ``limit``."""
+        if limit is not None and (isinstance(limit, bool) or limit < 1):
+            raise InputError(f"limit must be a positive number, got {limit!r}")
+        return self.store.list_documents(writer=writer, prefix=prefix, limit=limit)
+
+    def document(self, doc_id: str) -> dict:
+        """One stored document in full: text, title, metadata (front matter), provenance,
+        its version, chunk count and the earlier versions updates retired.
+        :class:`NotFoundError` says whether it was deleted or is held in quarantine."""
+        record = self.store.document(doc_id)
+        if record is None:
+            tombstone = self.store.deleted_document(doc_id)
+            held = self.store.quarantined_document(doc_id)
+            why = ("" if tombstone is None else
+                   f"; it was deleted by {tombstone['deleted_by']}"
+                   + (f" ({tombstone['reason']})" if tombstone["reason"] else ""))
+            if held is not None and held["state"] == "held":
+                why = "; it is held in quarantine (see `trishield quarantine show`)"
+            raise NotFoundError(f"no document {doc_id!r} is stored in the knowledge base{why}")
+        return record | {"chunks": self.store.chunk_count(doc_id),
+                         "earlier_versions": self.store.retired_versions(doc_id)}
+
+    def delete_many(self, doc_ids: Sequence[str], *, by: str, reason: str = "") -> list[dict]:
+        """Soft-delete several stored documents in one transaction (audited for each, kept
+        in ``deleted_documents``): all of them, or none when one is not stored."""
+        _check_name(by, "deleter")
+        ids = _distinct_ids(doc_ids)
+        with self._write_lock():
+            missing = [doc_id for doc_id in ids if self.store.document(doc_id) is None]
+            if missing:
+                raise NotFoundError(f"not stored in the knowledge base: "
+                                    f"{', '.join(repr(i) for i in missing)}; nothing was "
+                                    "deleted")
+            tombstones = []
+            with self.store.transaction() as connection:
+                for doc_id in ids:
+                    tombstone = self.store.delete_document(connection, doc_id, by=by,
+                                                           reason=reason)
+                    if tombstone is None:  # deleted by another process since it was read
+                        raise NotFoundError(f"{doc_id!r} was deleted by another process "
+                                            "meanwhile; nothing was deleted")
+                    tombstones.append(tombstone)
+            self._after_commit()
+        return tombstones
 
     def delete(self, doc_id: str, *, by: str, reason: str = "",
                owner: tuple[str, str] | None = None) -> dict:

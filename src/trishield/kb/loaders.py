@@ -8,14 +8,19 @@ Formats: JSONL, SQuAD JSON, ``.txt``/``.md``/``.rst`` (with optional YAML front 
 DOCX and PDF (one document per page, so a citation names the page). In a folder, a file that
 cannot be read (corrupt, encrypted, not UTF-8) is reported in :attr:`LoadedBatch.failed_files`
 and the rest still loads: one bad PDF must not block a whole folder.
+
+Every file but a JSONL one (read a line at a time) is size-checked before it is parsed
+(``max_file_bytes``): a parser handed a 2 GB "PDF" would hold the whole ingest hostage before
+the per-document limit could say anything. ``id_prefix`` is put before every id a load makes,
+so that two folders (or two copies of a file) can be ingested side by side.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trishield.errors import InputError
@@ -26,6 +31,9 @@ from trishield.kb.unicode_checks import has_visible_text, id_problem
 
 MAX_DOCUMENT_CHARS = 1_000_000
 """Longer documents are refused: they are almost always a mistake (a dump, a binary)."""
+
+MAX_FILE_BYTES = 50 * 1024 * 1024
+"""Default size limit of one input file (JSONL excepted), checked before it is parsed."""
 
 MAX_ID_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -38,6 +46,9 @@ RST_SUFFIXES = (".rst",)
 HTML_SUFFIXES = (".html", ".htm")
 DOCUMENT_SUFFIXES = (*TEXT_SUFFIXES, *RST_SUFFIXES, *HTML_SUFFIXES, ".pdf", ".docx")
 """Suffixes a folder load reads (lower-cased); any other file is skipped and reported."""
+
+FileProgress = Callable[[int, int], None]
+"""Called with ``(files read, files to read)`` after each file of a folder (a progress bar)."""
 
 
 @dataclass(frozen=True)
@@ -53,9 +64,9 @@ class LoadedBatch:
     """Documents ready to ingest plus what the loader saw but did not turn into a document.
 
     ``skipped_files`` are files of an unsupported type; ``failed_files`` are supported files
-    that could not be read (each with its error); ``metadata`` maps a document id to the
-    front matter keys other than ``title`` (the store has no column for them, so the caller
-    decides what to do with them).
+    that could not be read, or were over the size limit (each with its error); ``metadata``
+    maps a document id to the front matter keys other than ``title`` (each document carries
+    them too, in :attr:`Document.metadata`, and the store keeps them with it).
     """
 
     documents: list[Document]
@@ -111,6 +122,45 @@ def check_unique_ids(documents: Iterable[Document]) -> list[Document]:
     return unique
 
 
+def check_file_size(path: Path, max_file_bytes: int | None) -> None:
+    """Refuse a file larger than ``max_file_bytes`` before anything reads it (None: no
+    limit); the error names the file, its size and the limit."""
+    if max_file_bytes is None:
+        return
+    size = path.stat().st_size
+    if size > max_file_bytes:
+        raise InputError(f"file is {format_bytes(size)} ({size:,} bytes), over the "
+                         f"{format_bytes(max_file_bytes)} limit per file; raise it "
+                         "(--max-file-size) or split the file", path=str(path))
+
+
+def format_bytes(size: int) -> str:
+    """``52428800`` -> ``50.0 MiB``: sizes in errors and summaries."""
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b|bytes)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "bytes": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2,
+          "mb": 1000**2, "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def parse_size(text: str) -> int:
+    """``"20MB"``, ``"512KiB"``, ``"1000000"`` -> bytes; :class:`InputError` otherwise."""
+    found = _SIZE.fullmatch(text)
+    unit = (found.group(2) or "").lower() if found else ""
+    if found is None or unit not in _UNITS:
+        raise InputError(f"size {text!r} is not a size such as 20MB, 512KiB or 1000000")
+    size = int(float(found.group(1)) * _UNITS[unit])
+    if size < 1:
+        raise InputError(f"size {text!r} must be at least 1 byte")
+    return size
+
+
 def _decode(raw: bytes, *, path: str, line: int | None = None) -> str:
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
@@ -139,7 +189,7 @@ def _check_encodable(value: str, key: str, *, path: str, line: int | None = None
                          path=path, line=line)
 
 
-def iter_jsonl(path: Path) -> Iterator[Document]:
+def iter_jsonl(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
     """``{"id", "text", "title"?, "source"?}`` per line; blank lines are allowed."""
     shown = str(path)
     with path.open("rb") as handle:
@@ -166,7 +216,7 @@ def iter_jsonl(path: Path) -> Iterator[Document]:
                     raise InputError(f"field {key!r} must be a string, got "
                                      f"{type(record[key]).__name__}", path=shown, line=number)
             fields = {
-                "id": record["id"],
+                "id": id_prefix + record["id"],
                 "text": record["text"],
                 "title": _optional_string(record, "title", path=shown, line=number),
                 "source": _optional_string(record, "source", path=shown, line=number),
@@ -185,11 +235,12 @@ class _Loaded:
     metadata: dict[str, MetadataValue]
 
 
-def _load_text(path: Path, doc_id: str | None) -> _Loaded:
+def _load_text(path: Path, doc_id: str | None, max_file_bytes: int | None) -> _Loaded:
     """A ``.txt``/``.md``/``.rst`` file: front matter split off, then the body as is (or, for
     rST, rendered to plain text). Title: front matter, else the file's own heading, else the
     file name."""
     shown = str(path)
+    check_file_size(path, max_file_bytes)
     matter = split_front_matter(_decode(path.read_bytes(), path=shown), path=shown)
     if path.suffix.lower() in RST_SUFFIXES:
         extract = read_rst(matter.body, path)
@@ -200,14 +251,14 @@ def _load_text(path: Path, doc_id: str | None) -> _Loaded:
         heading = found.group(1).strip() if found else ""
     title = matter.title or heading or path.stem
     document = Document(id=doc_id or path.stem, text=text, title=title, source=shown,
-                        origin=shown)
+                        origin=shown, metadata=matter.metadata)
     return _Loaded([validate_document(document, path=shown)], matter.metadata)
 
 
 def load_text_file(path: Path, *, doc_id: str | None = None) -> Document:
     """One ``.txt``/``.md``/``.rst`` file as one document; YAML front matter is removed from
     the text and its ``title`` used, else a leading ``# heading`` (rST: its title)."""
-    return _load_text(path, doc_id).documents[0]
+    return _load_text(path, doc_id, None).documents[0]
 
 
 def _from_extract(extract: Extract, path: Path, doc_id: str) -> Document:
@@ -224,18 +275,20 @@ def _from_extract(extract: Extract, path: Path, doc_id: str) -> Document:
     return validate_document(document, path=shown)
 
 
-def load_file(path: Path, *, doc_id: str | None = None) -> list[Document]:
+def load_file(path: Path, *, doc_id: str | None = None,
+              max_file_bytes: int | None = MAX_FILE_BYTES) -> list[Document]:
     """Any single document file (see :data:`DOCUMENT_SUFFIXES`); a PDF gives one document
     per page with text, ids ``<id>:p<page>``. Raises :class:`InputError` naming the file."""
-    return _load_file(path, doc_id).documents
+    return _load_file(path, doc_id, max_file_bytes).documents
 
 
-def _load_file(path: Path, doc_id: str | None) -> _Loaded:
+def _load_file(path: Path, doc_id: str | None, max_file_bytes: int | None) -> _Loaded:
     suffix = path.suffix.lower()
     if suffix in TEXT_SUFFIXES or suffix in RST_SUFFIXES:
-        return _load_text(path, doc_id)
+        return _load_text(path, doc_id, max_file_bytes)
     if suffix not in DOCUMENT_SUFFIXES:
         raise InputError(f"unsupported document type {suffix or '(none)'!r}", path=str(path))
+    check_file_size(path, max_file_bytes)
     base = doc_id or path.stem
     if suffix == ".pdf":
         extracts = read_pdf(path)
@@ -246,31 +299,49 @@ def _load_file(path: Path, doc_id: str | None) -> _Loaded:
     return _Loaded([_from_extract(extract, path, base) for extract in extracts], {})
 
 
-def load_folder(path: Path) -> LoadedBatch:
-    """Every supported file under ``path`` (recursively, sorted for determinism).
-
-    Ids are the relative path without the suffix, so two folders can hold ``index.md``.
-    Files of other types are skipped; supported files that cannot be read are listed in
-    ``failed_files`` with their error while the rest loads. Hidden files and folders are
-    ignored. Two files giving one id to different texts are still refused (an ambiguous
-    write).
-    """
-    documents: list[Document] = []
+def folder_files(path: Path) -> tuple[list[Path], list[str]]:
+    """The files a folder load reads (sorted, hidden ones left out) and the ones it skips
+    (unsupported types): what a progress bar counts before the first file is parsed."""
+    readable: list[Path] = []
     skipped: list[str] = []
-    failed: list[FailedFile] = []
-    metadata: dict[str, dict[str, MetadataValue]] = {}
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = file.relative_to(path)
         if any(part.startswith(".") for part in relative.parts):
             continue
         if file.suffix.lower() not in DOCUMENT_SUFFIXES:
             skipped.append(str(file))
-            continue
+        else:
+            readable.append(file)
+    return readable, skipped
+
+
+def load_folder(path: Path, *, id_prefix: str = "",
+                max_file_bytes: int | None = MAX_FILE_BYTES,
+                on_file: FileProgress | None = None) -> LoadedBatch:
+    """Every supported file under ``path`` (recursively, sorted for determinism).
+
+    Ids are ``id_prefix`` plus the path relative to ``path`` without the suffix, so two
+    subfolders can hold ``index.md`` and two folders ingested with different prefixes never
+    meet. Files of other types are skipped; supported files that cannot be read, or are over
+    ``max_file_bytes``, are listed in ``failed_files`` with their error while the rest
+    loads. Hidden files and folders are ignored. Two files giving one id to different texts
+    are still refused (an ambiguous write).
+    """
+    documents: list[Document] = []
+    failed: list[FailedFile] = []
+    metadata: dict[str, dict[str, MetadataValue]] = {}
+    files, skipped = folder_files(path)
+    for done, file in enumerate(files, start=1):
+        relative = file.relative_to(path)
         try:
-            loaded = _load_file(file, relative.with_suffix("").as_posix())
+            loaded = _load_file(file, id_prefix + relative.with_suffix("").as_posix(),
+                                max_file_bytes)
         except InputError as error:
             failed.append(FailedFile(str(file), str(error)))
             continue
+        finally:
+            if on_file is not None:
+                on_file(done, len(files))
         documents.extend(loaded.documents)
         if loaded.metadata:
             metadata.update({document.id: loaded.metadata for document in loaded.documents})
@@ -318,22 +389,30 @@ def iter_squad(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
             yield validate_document(document, path=shown)
 
 
-def load_path(path: str | Path) -> LoadedBatch:
+def load_path(path: str | Path, *, id_prefix: str = "",
+              max_file_bytes: int | None = MAX_FILE_BYTES,
+              on_file: FileProgress | None = None) -> LoadedBatch:
     """Load a JSONL file, a SQuAD JSON file, one document file (text, rST, HTML, DOCX,
-    PDF), or a folder of them. A single file that cannot be read raises; in a folder it is
-    reported in ``failed_files``."""
+    PDF), or a folder of them. A single file that cannot be read (or is over
+    ``max_file_bytes``) raises; in a folder it is reported in ``failed_files``. Every id
+    starts with ``id_prefix``."""
     path = Path(path)
     if not path.exists():
         raise InputError("no such file or folder", path=str(path))
+    _check_prefix(id_prefix)
     if path.is_dir():
-        return load_folder(path)
+        return load_folder(path, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
+                           on_file=on_file)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        documents = list(iter_jsonl(path))
+        documents = list(iter_jsonl(path, id_prefix=id_prefix))
     elif suffix == ".json":
-        documents = list(iter_squad(path))
+        check_file_size(path, max_file_bytes)
+        documents = list(iter_squad(path, id_prefix=id_prefix))
     elif suffix in DOCUMENT_SUFFIXES:
-        loaded = _load_file(path, None)
+        loaded = _load_file(path, id_prefix + path.stem, max_file_bytes)
+        if on_file is not None:
+            on_file(1, 1)
         metadata = {document.id: loaded.metadata for document in loaded.documents}
         return LoadedBatch(loaded.documents, [], [], metadata if loaded.metadata else {})
     else:
@@ -342,6 +421,31 @@ def load_path(path: str | Path) -> LoadedBatch:
             f"{'/'.join(DOCUMENT_SUFFIXES)} or a folder",
             path=str(path),
         )
+    if on_file is not None:
+        on_file(1, 1)
     if not documents:
         raise InputError("the file holds no documents", path=str(path))
     return LoadedBatch(check_unique_ids(documents), [])
+
+
+def with_id_prefix(documents: Iterable[Document], id_prefix: str) -> list[Document]:
+    """``documents`` with ``id_prefix`` put before each id (a named data set's, say), each
+    checked again as a loader would."""
+    _check_prefix(id_prefix)
+    if not id_prefix:
+        return list(documents)
+    return [validate_document(replace(document, id=id_prefix + document.id),
+                              path=document.origin or document.id) for document in documents]
+
+
+def _check_prefix(id_prefix: str) -> None:
+    """A prefix is part of every id: refuse one no id could carry (the ids are checked in
+    full later, but a bad prefix would fail every document with a confusing message)."""
+    if not isinstance(id_prefix, str):
+        raise InputError(f"id prefix must be text, got {type(id_prefix).__name__}")
+    if id_prefix != id_prefix.strip() or _CONTROL.search(id_prefix):
+        raise InputError(f"id prefix {id_prefix!r} has surrounding whitespace or control "
+                         "characters")
+    if len(id_prefix) >= MAX_ID_CHARS:
+        raise InputError(f"id prefix is {len(id_prefix)} characters long; ids are at most "
+                         f"{MAX_ID_CHARS}")

@@ -239,6 +239,40 @@ MIGRATIONS: tuple[Migration, ...] = (
         _add_column("deleted_documents", "writer_key", "TEXT NOT NULL DEFAULT ''"),
         _add_column("deleted_documents", "signed", "TEXT NOT NULL DEFAULT ''"),
     ), rebuilds_tables=True),
+    Migration("0006_document_versions", (
+        # issue 18: re-ingesting a changed file stores a new version of its document; the
+        # retired versions are kept whole (text, provenance, who retired them and when) so an
+        # update can be reviewed and undone, and front matter metadata is stored as JSON
+        _add_column("documents", "version", "INTEGER NOT NULL DEFAULT 1"),
+        _add_column("documents", "metadata", "TEXT NOT NULL DEFAULT '{}'"),
+        _add_column("quarantine", "metadata", "TEXT NOT NULL DEFAULT '{}'"),
+        _add_column("deleted_documents", "version", "INTEGER NOT NULL DEFAULT 1"),
+        _add_column("deleted_documents", "metadata", "TEXT NOT NULL DEFAULT '{}'"),
+        _create("""CREATE TABLE IF NOT EXISTS document_versions (
+            pk INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            title TEXT NOT NULL,
+            source TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            writer TEXT NOT NULL,
+            writer_key TEXT NOT NULL,
+            signed TEXT NOT NULL,
+            provenance TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            ingested_at REAL NOT NULL,
+            batch_id INTEGER NOT NULL,
+            retired_at REAL NOT NULL,
+            retired_by TEXT NOT NULL,
+            replaced_by TEXT NOT NULL,
+            UNIQUE (doc_id, version)
+        )"""),
+        _create("CREATE INDEX IF NOT EXISTS deleted_documents_by_id "
+                "ON deleted_documents(doc_id)"),
+    )),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,7 +16,14 @@ The rules (the service's API documents them too):
   from an earlier version signed by the same publisher: that document is moved aside in the
   same transaction (deleted with a tombstone, or discarded from the quarantine) and the
   signed one gets the id. Any other write to an id that another writer holds is a conflict,
-  and so is one to the writer's own id with another text.
+  and so is one to the writer's own id with another text, unless the write is an **update**.
+* An update (``update=True``: the CLI re-ingesting a changed file) replaces the writer's own
+  document of that id with the new text as its next version, only when the stored document
+  came from the same ``source`` (the same file): the same id from another folder is a
+  collision, refused with a hint to use an id prefix. The stored version is retired (kept
+  in ``document_versions``) in the transaction that writes the new one; an own text held in
+  quarantine under that id is withdrawn. A publisher's signed record is never replaced by an
+  unsigned update.
 """
 
 from __future__ import annotations
@@ -42,6 +49,13 @@ class Claim:
     tier: str
     state: str  # "stored" or "quarantined"
     signed: str = ""
+    source: str = ""
+    """Where the document came from (the file an ingest read it from): an update must come
+    from the same place, so that two folders' ``index.md`` never replace each other."""
+    title: str = ""
+    metadata: str = "{}"
+    """The stored title and metadata (canonical JSON): an update that changes only these
+    (a retitled file, new tags) is a new version too."""
 
     def owned_by(self, writer: str, writer_key: str) -> bool:
         """Whether the writer ``writer`` with API key ``writer_key`` ('' for local writes)
@@ -72,6 +86,10 @@ class BatchPlan:
     new: list[Document] = field(default_factory=list)
     duplicates: list[dict[str, str]] = field(default_factory=list)
     displaced: list[tuple[Claim, Document]] = field(default_factory=list)
+    updates: list[tuple[Claim, Document]] = field(default_factory=list)
+    """The writer's stored documents a new version (also in ``new``) replaces."""
+    withdrawn: list[tuple[Claim, Document]] = field(default_factory=list)
+    """The writer's held (quarantined) texts of an id that a new version replaces."""
 
 
 class RefusedId(ConflictError):
@@ -84,11 +102,14 @@ class RefusedId(ConflictError):
 
 
 def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: str,
-               writer: str, writer_key: str) -> BatchPlan:
+               writer: str, writer_key: str, update: bool = False) -> BatchPlan:
     """Split ``documents`` (written by ``writer`` with ``writer_key``, batch tier ``tier``)
     against the ``claims`` on their ids and texts; raises :class:`RefusedId` or
-    :class:`InputError` for a batch that may not be written at all."""
-    by_id = {claim.doc_id: claim for claim in claims}
+    :class:`InputError` for a batch that may not be written at all. With ``update``, a
+    changed text of the writer's own id from the same source is a new version."""
+    by_id: dict[str, list[Claim]] = {}
+    for claim in claims:  # an id can be stored and held at once: a blocked update
+        by_id.setdefault(claim.doc_id, []).append(claim)
     own_text: dict[str, Claim] = {}
     for claim in claims:
         if claim.owned_by(writer, writer_key):
@@ -100,10 +121,17 @@ def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: 
     batch_text: dict[str, Document] = {}
     for document in documents:
         document_tier = document.tier or tier
-        claim = by_id.get(document.id)
-        if claim is not None and supersedes(document, document_tier, claim):
-            plan.displaced.append((claim, document))
-        elif claim is not None:
+        on_id = by_id.get(document.id, [])
+        same = next((c for c in on_id if c.content_hash == document.content_hash), None)
+        if on_id and all(supersedes(document, document_tier, c) for c in on_id):
+            plan.displaced.extend((claim, document) for claim in on_id)
+        elif on_id and update and (same is None or _redescribed(document, same, on_id)) \
+                and _updatable(document, on_id, writer, writer_key):
+            for claim in on_id:
+                (plan.updates if claim.state == "stored" else plan.withdrawn).append(
+                    (claim, document))
+        elif on_id:
+            claim = same or min(on_id, key=lambda c: c.state != "stored")
             _check_claimed_id(document, document_tier, claim, writer, writer_key)
             plan.duplicates.append({"id": document.id, "same_text_as": claim.doc_id,
                                     "state": claim.state, "content_hash": document.content_hash})
@@ -113,7 +141,7 @@ def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: 
             raise InputError(f"duplicate document id {document.id!r} with different text "
                              f"(first at {earlier.origin}, again at {document.origin})")
         twin = own_text.get(document.content_hash)
-        if claim is None and twin is not None \
+        if not on_id and twin is not None \
                 and TIER_RANK[twin.tier] >= TIER_RANK[document_tier]:
             plan.duplicates.append({"id": document.id, "same_text_as": twin.doc_id,
                                     "state": twin.state, "content_hash": document.content_hash})
@@ -127,6 +155,30 @@ def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: 
         batch_text[document.content_hash] = document
         plan.new.append(document)
     return plan
+
+
+def _redescribed(document: Document, same: Claim, claims: Sequence[Claim]) -> bool:
+    """Whether ``document`` has the stored text of its id (the only claim on it) under
+    another title or metadata: a new version that only describes the text anew."""
+    return (claims == [same] and same.state == "stored"
+            and (same.title, same.metadata) != (document.title, document.metadata_json))
+
+
+def _updatable(document: Document, claims: Sequence[Claim], writer: str,
+               writer_key: str) -> bool:
+    """Whether ``document`` may replace ``claims`` (all on its id) as their next version:
+    all of them this writer's own, none a signed record (an unsigned text never replaces
+    one). The same id from another source is refused here, naming both sources."""
+    if not all(claim.owned_by(writer, writer_key) and not claim.signed for claim in claims):
+        return False
+    for claim in claims:
+        if claim.source != document.source:
+            where = "held in quarantine" if claim.state == "quarantined" else "stored"
+            raise RefusedId(document, f"is already {where} from {claim.source or '(no source)'}"
+                                      f", not from {document.source or '(no source)'}: two "
+                                      "files would share one id. Give this input its own "
+                                      "--id-prefix, or delete the stored document first")
+    return True
 
 
 def _check_claimed_id(document: Document, tier: str, claim: Claim, writer: str,

@@ -172,10 +172,10 @@ class Store:
                 part = keys[start:start + 500]
                 marks = ",".join("?" * len(part))
                 rows = self.connection.execute(
-                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'stored', signed "
-                    f"FROM documents WHERE {key_column} IN ({marks}) UNION ALL "
-                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'quarantined', "
-                    "signed "
+                    "SELECT doc_id, content_hash, writer, writer_key, tier, 'stored', signed, "
+                    f"source, title, metadata FROM documents WHERE {key_column} IN ({marks}) "
+                    "UNION ALL SELECT doc_id, content_hash, writer, writer_key, tier, "
+                    "'quarantined', signed, source, title, metadata "
                     f"FROM quarantine WHERE state = 'held' AND {key_column} IN ({marks})",
                     part + part)
                 for row in rows:
@@ -286,7 +286,7 @@ class Store:
     _QUARANTINE_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
                            "verdict", "quarantined_at", "batch_id", "released_at",
                            "released_by", "content_hash", "provenance", "writer_key", "signed",
-                           "state", "closed_at", "closed_by", "closed_reason")
+                           "state", "closed_at", "closed_by", "closed_reason", "metadata")
 
     def quarantined(self, *, include_released: bool = False) -> list[dict]:
         """Documents held in quarantine; with ``include_released``, its whole history
@@ -306,8 +306,16 @@ class Store:
     def _quarantine_row(self, row: tuple) -> dict:
         record = dict(zip(self._QUARANTINE_COLUMNS, row, strict=True))
         record["verdict"] = json.loads(record["verdict"])
+        record["metadata"] = json.loads(record["metadata"])
         record["id"] = record.pop("doc_id")
         return record
+
+    def held_ids(self, *, writer: str | None = None) -> list[str]:
+        """Ids held in quarantine now (oldest first), all or one ``writer``'s."""
+        rows = self.connection.execute(
+            "SELECT doc_id FROM quarantine WHERE state = 'held' AND (? IS NULL OR writer = ?) "
+            "ORDER BY pk", (writer, writer))
+        return [doc_id for (doc_id,) in rows]
 
     def close_quarantined(self, connection: sqlite3.Connection, doc_id: str, *, state: str,
                           by: str, reason: str) -> bool:
@@ -370,9 +378,10 @@ class Store:
 
     _DOCUMENT_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
                          "ingested_at", "batch_id", "content_hash", "provenance", "writer_key",
-                         "signed")
+                         "signed", "version", "metadata")
 
     def document(self, doc_id: str) -> dict | None:
+        """The stored document ``doc_id`` (its current version) with its metadata, or None."""
         row = self.connection.execute(
             f"SELECT {', '.join(self._DOCUMENT_COLUMNS)} FROM documents WHERE doc_id = ?",
             (doc_id,)).fetchone()
@@ -380,7 +389,86 @@ class Store:
             return None
         record = dict(zip(self._DOCUMENT_COLUMNS, row, strict=True))
         record["id"] = record.pop("doc_id")
+        record["metadata"] = json.loads(record["metadata"])
         return record
+
+    def list_documents(self, *, writer: str | None = None, prefix: str | None = None,
+                       limit: int | None = None) -> list[dict]:
+        """Stored documents (oldest first) without their text: id, title, writer, tier,
+        version, source, when, and how many chunks; optionally one ``writer``'s, or those
+        whose id starts with ``prefix``."""
+        where, args = [], []
+        if writer is not None:
+            where.append("d.writer = ?")
+            args.append(writer)
+        if prefix:
+            # a range instead of LIKE: ids may hold % and _, which LIKE would read as patterns
+            where.append("d.doc_id >= ? AND d.doc_id < ?")
+            args.extend((prefix, prefix + "\U0010ffff"))
+        rows = self.connection.execute(
+            "SELECT d.doc_id, d.title, d.writer, d.tier, d.version, d.source, d.ingested_at, "
+            "d.content_hash, (SELECT COUNT(*) FROM chunks c WHERE c.doc_pk = d.pk) "
+            f"FROM documents d {'WHERE ' + ' AND '.join(where) if where else ''} "
+            "ORDER BY d.pk LIMIT ?", (*args, -1 if limit is None else limit))
+        keys = ("id", "title", "writer", "tier", "version", "source", "ingested_at",
+                "content_hash", "chunks")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    def chunk_count(self, doc_id: str) -> int:
+        row = self.connection.execute(
+            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
+            "WHERE d.doc_id = ?", (doc_id,)).fetchone()
+        return row[0]
+
+    def retired_versions(self, doc_id: str) -> list[dict]:
+        """The earlier versions of ``doc_id`` that updates retired, newest first (no text)."""
+        rows = self.connection.execute(
+            "SELECT version, content_hash, title, source, writer, tier, ingested_at, "
+            "retired_at, retired_by, replaced_by FROM document_versions WHERE doc_id = ? "
+            "ORDER BY version DESC", (doc_id,))
+        keys = ("version", "content_hash", "title", "source", "writer", "tier",
+                "ingested_at", "retired_at", "retired_by", "replaced_by")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    def retire_document(self, connection: sqlite3.Connection, doc_id: str, *, by: str,
+                        replaced_by: str, source: str) -> int | None:
+        """Move the stored ``doc_id`` to ``document_versions`` inside ``connection``'s
+        transaction (its chunks leave the searchable tables), audited as an ``update``; the
+        caller writes the new version in the same transaction. Returns the retired version,
+        or ``None`` when no such document is stored."""
+        row = connection.execute("SELECT pk, version FROM documents WHERE doc_id = ?",
+                                 (doc_id,)).fetchone()
+        if row is None:
+            return None
+        pk, version = row
+        now = time.time()
+        connection.execute(
+            "INSERT INTO document_versions(doc_id, version, content_hash, title, source, "
+            "origin, text, tier, writer, writer_key, signed, provenance, metadata, "
+            "ingested_at, batch_id, retired_at, retired_by, replaced_by) "
+            "SELECT doc_id, version, content_hash, title, source, origin, text, tier, writer, "
+            "writer_key, signed, provenance, metadata, ingested_at, batch_id, ?, ?, ? "
+            "FROM documents WHERE pk = ?", (now, by, replaced_by, pk))
+        chunks = connection.execute("DELETE FROM chunks WHERE doc_pk = ?", (pk,)).rowcount
+        connection.execute(
+            "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
+            "SELECT ?, 'update', ?, doc_id, content_hash, batch_id, ? FROM documents "
+            "WHERE pk = ?", (now, by, json.dumps({
+                "retired_version": version, "new_version": version + 1,
+                "new_content_hash": replaced_by, "chunks_retired": chunks, "source": source},
+                sort_keys=True), pk))
+        connection.execute("DELETE FROM documents WHERE pk = ?", (pk,))
+        return version
+
+    @staticmethod
+    def _next_version(connection: sqlite3.Connection, doc_id: str) -> int:
+        """1 for a new id; after an update or a delete, one more than any earlier version, so
+        a version number names one text of an id for good."""
+        row = connection.execute(
+            "SELECT MAX(v) FROM (SELECT MAX(version) AS v FROM document_versions "
+            "WHERE doc_id = ? UNION ALL SELECT MAX(version) FROM deleted_documents "
+            "WHERE doc_id = ?)", (doc_id, doc_id)).fetchone()
+        return (row[0] or 0) + 1
 
     def deleted_document(self, doc_id: str) -> dict | None:
         """The latest tombstone of ``doc_id`` (who deleted it, when, why), without its text."""
@@ -409,10 +497,10 @@ class Store:
         connection.execute(
             "INSERT INTO deleted_documents(doc_id, content_hash, title, source, origin, text, "
             "tier, writer, ingested_at, batch_id, provenance, deleted_at, deleted_by, reason, "
-            "writer_key, signed) "
+            "writer_key, signed, version, metadata) "
             "SELECT doc_id, content_hash, title, source, origin, text, tier, writer, "
-            "ingested_at, batch_id, provenance, ?, ?, ?, writer_key, signed FROM documents "
-            "WHERE pk = ?",
+            "ingested_at, batch_id, provenance, ?, ?, ?, writer_key, signed, version, "
+            "metadata FROM documents WHERE pk = ?",
             (now, by, reason, row[0]))
         chunks = connection.execute("DELETE FROM chunks WHERE doc_pk = ?", (row[0],)).rowcount
         connection.execute(
@@ -466,12 +554,12 @@ class Store:
             document_tier = document.tier or tier
             connection.execute(
                 "INSERT INTO quarantine(doc_id, content_hash, title, source, origin, text, tier, "
-                "writer, verdict, quarantined_at, batch_id, provenance, writer_key, signed) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "writer, verdict, quarantined_at, batch_id, provenance, writer_key, signed, "
+                "metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (document.id, document.content_hash, document.title, document.source,
                  document.origin, document.text, document_tier, writer,
                  json.dumps(verdict, sort_keys=True), now, batch_id, document.provenance,
-                 writer_key, document.signed))
+                 writer_key, document.signed, document.metadata_json))
             connection.execute(
                 "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
                 "VALUES (?, 'quarantine', ?, ?, ?, ?, ?)",
@@ -483,13 +571,15 @@ class Store:
         row = 0
         for document, document_chunks in zip(documents, chunks, strict=True):
             document_tier = document.tier or tier
+            version = self._next_version(connection, document.id)
             doc_pk = connection.execute(
                 "INSERT INTO documents(doc_id, content_hash, title, source, origin, text, tier, "
-                "writer, ingested_at, batch_id, provenance, writer_key, signed) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "writer, ingested_at, batch_id, provenance, writer_key, signed, version, "
+                "metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (document.id, document.content_hash, document.title, document.source,
                  document.origin, document.text, document_tier, writer, now, batch_id,
-                 document.provenance, writer_key, document.signed)).lastrowid
+                 document.provenance, writer_key, document.signed, version,
+                 document.metadata_json)).lastrowid
             for chunk in document_chunks:
                 chunk_ids.append(connection.execute(
                     "INSERT INTO chunks(doc_pk, chunk_index, text, char_start, char_end, "
@@ -503,7 +593,7 @@ class Store:
                 (now, writer, document.id, document.content_hash, batch_id,
                  json.dumps(_provenance_detail(document) | {
                      "tier": document_tier, "chunks": len(document_chunks),
-                     "origin": document.origin}, sort_keys=True)))
+                     "origin": document.origin, "version": version}, sort_keys=True)))
         for duplicate in duplicates:
             self.audit(connection, action="duplicate", writer=writer, doc_id=duplicate["id"],
                        content_hash=duplicate["content_hash"], batch_id=batch_id,

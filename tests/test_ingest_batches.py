@@ -1,0 +1,165 @@
+"""Long ingests commit in batches: an interrupt keeps the finished batches and a re-run
+finishes the rest without duplicates; progress is reported as the run goes.
+
+The interrupt is real: ``KeyboardInterrupt`` raised from inside a running ingest (what Ctrl-C
+raises in Python), and a ``SIGINT`` sent to the real CLI in a subprocess that the
+``TRISHIELD_FAULT_PAUSE`` hook stopped in the middle of its second batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trishield.errors import InputError
+from trishield.kb import Document, IngestInterrupted, IngestProgress, KnowledgeBase
+from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
+
+TOPICS = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "maps"]
+
+
+def _documents(count: int, prefix: str = "doc") -> list[Document]:
+    """Distinct paragraphs, each long enough for two chunks."""
+    documents = []
+    for number in range(count):
+        topic = TOPICS[number % len(TOPICS)]
+        sentences = [f"Rule {number}.{line}: {topic} from shop {number} may be swapped within "
+                     f"{5 + line} days when unused." for line in range(14)]
+        documents.append(Document(id=f"{prefix}-{number}", text=" ".join(sentences)))
+    return documents
+
+
+def _ids(kb: KnowledgeBase) -> list[str]:
+    return sorted(kb.document_ids())
+
+
+def test_batches_are_committed_one_by_one_with_progress(tmp_path: Path) -> None:
+    seen: list[IngestProgress] = []
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        report = kb.ingest(_documents(5), writer="bulk", batch_size=2, on_progress=seen.append)
+        assert len(report.batch_ids) == 3 and report.batch_id == report.batch_ids[0]
+        assert report.added == [f"doc-{n}" for n in range(5)] and report.remaining == 0
+        assert kb.store.counts()["batches"] == 3
+        assert kb.store.generation() == 3  # each batch is its own commit
+        dense, lexical = kb.indexes()
+        assert len(dense) == len(lexical) == kb.store.counts()["chunks"] == report.chunks_added
+    first, last = seen[0], seen[-1]
+    assert (first.documents_done, first.chunks_embedded, first.batches_done) == (0, 0, 0)
+    assert (last.documents_total, last.documents_done) == (5, 5)
+    assert last.chunks_embedded == last.chunks_total == report.chunks_added
+    assert (last.batches_done, last.batches_total) == (3, 3)
+    assert last.chunks_per_second > 0
+    done = [state.documents_done for state in seen]
+    assert done == sorted(done) and {2, 4}.issubset(done)
+
+
+def test_an_interrupt_keeps_finished_batches_and_a_rerun_finishes(tmp_path: Path) -> None:
+    documents = _documents(6)
+
+    def interrupt_in_batch_two(state: IngestProgress) -> None:
+        # Ctrl-C while the second batch is being embedded (the first one is committed)
+        if state.batches_done == 1 and state.chunks_embedded > 0:
+            raise KeyboardInterrupt
+
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        with pytest.raises(IngestInterrupted) as caught:
+            kb.ingest(documents, writer="bulk", batch_size=2, on_progress=interrupt_in_batch_two)
+        kept = caught.value.report
+        assert isinstance(caught.value, KeyboardInterrupt)
+        assert kept.added == ["doc-0", "doc-1"] and len(kept.batch_ids) == 1
+        assert kept.remaining == 4
+        assert _ids(kb) == ["doc-0", "doc-1"]
+        assert kb.store.counts()["batches"] == 1
+        dense, _ = kb.indexes()
+        assert len(dense) == kb.store.counts()["chunks"]
+
+        rerun = kb.ingest(documents, writer="bulk", batch_size=2)
+        assert rerun.added == [f"doc-{n}" for n in range(2, 6)]
+        assert [d["id"] for d in rerun.duplicates] == ["doc-0", "doc-1"]
+        assert rerun.already_present == 2 and rerun.already_quarantined == 0
+        assert _ids(kb) == sorted(d.id for d in documents)
+        hashes = [kb.content_hash_of(d.id) for d in documents]
+        assert hashes == [d.content_hash for d in documents]
+        ingested = [e for e in kb.store.audit_log(limit=100) if e["action"] == "ingest"]
+        assert sorted(e["doc_id"] for e in ingested) == sorted(d.id for d in documents)
+        again = kb.ingest(documents, writer="bulk", batch_size=2)
+        assert again.added == [] and again.already_present == 6
+
+
+def test_refused_ids_refuse_before_any_batch(tmp_path: Path) -> None:
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.ingest(_documents(1, "taken"), writer="alice")
+        clash = [*_documents(4), Document(id="taken-0", text="Another writer's text.")]
+        with pytest.raises(InputError, match="already used by another writer"):
+            kb.ingest(clash, writer="bob", batch_size=2)
+        assert _ids(kb) == ["taken-0"]
+        with pytest.raises(InputError, match="batch size"):
+            kb.ingest(_documents(1), writer="bob", batch_size=0)
+
+
+def _jsonl(directory: Path, count: int) -> Path:
+    path = directory / "bulk.jsonl"
+    path.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n"
+                            for d in _documents(count)), encoding="utf-8")
+    return path
+
+
+def _cli(*args: str, pause: str | None = None) -> subprocess.Popen:
+    environment = {key: value for key, value in os.environ.items() if key != FAULT_PAUSE_ENV}
+    if pause:
+        environment[FAULT_PAUSE_ENV] = pause
+    return subprocess.Popen([sys.executable, "-m", "trishield.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environment)
+
+
+def _wait_for(process: subprocess.Popen, marker: str, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if marker in line:
+            return
+        if not line and process.poll() is not None:
+            break
+    process.kill()
+    raise AssertionError(f"never saw {marker!r}: rc={process.poll()}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["before-commit#2", "inside-commit#2"])
+def test_sigint_to_the_cli_mid_ingest_keeps_the_first_batch(tmp_path: Path, phase: str) -> None:
+    """Ctrl-C (SIGINT) while batch 2 is embedded or inside its open transaction: batch 1
+    stays, batch 2 is rolled back, the CLI says what to do and exits 130; the same command
+    run again completes the ingest with no duplicate."""
+    source, kb_dir = _jsonl(tmp_path, 6), tmp_path / "kb"
+    command = ("ingest", str(source), "--kb", str(kb_dir), "--writer", "bulk",
+               "--batch-size", "2", "--no-guard")
+    process = _cli(*command, pause=phase)
+    _wait_for(process, f"FAULT-PAUSE {phase.split('#')[0]}")
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted: kept 1 committed batch(es)" in stderr
+    assert "4 document(s) not ingested yet" in stderr and "Run the same command again" in stderr
+    with KnowledgeBase.open(kb_dir) as kb:
+        assert _ids(kb) == ["doc-0", "doc-1"] and kb.store.counts()["batches"] == 1
+
+    rerun = _cli(*command, "--json")
+    stdout, stderr = rerun.communicate(timeout=240)
+    assert rerun.returncode == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["documents_added"] == 4 and summary["documents_already_present"] == 2
+    assert summary["documents_remaining"] == 0 and len(summary["batch_ids"]) == 2
+    with KnowledgeBase.open(kb_dir) as kb:
+        assert _ids(kb) == [f"doc-{n}" for n in range(6)]
+        counts = kb.store.counts()
+        assert counts["documents"] == 6 and counts["batches"] == 3
+        dense, lexical = kb.indexes()
+        assert len(dense) == len(lexical) == counts["chunks"]
