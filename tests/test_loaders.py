@@ -869,3 +869,33 @@ def test_cli_ingest_mixed_folder_reports_the_bad_file_and_cites_pages(tmp_path: 
     assert found.returncode == 0, found.stderr
     (top,) = json.loads(found.stdout)["results"]
     assert (top["doc_id"], top["title"]) == ("manual:p3", "Manual (page 3)")
+
+
+@pytest.mark.slow
+def test_a_question_answered_from_each_file_cites_that_file(tmp_path: Path) -> None:
+    """Issue 18's folder: a PDF, an HTML page, a DOCX, an .rst and Markdown with front matter
+    ingest (with the progress bar forced on, and past a corrupt PDF); a question whose answer
+    only one file holds is answered by the full defense citing that file (the PDF's page)."""
+    root = make_mixed_folder(tmp_path / "mixed")
+    kb = tmp_path / "kb"
+
+    def trishield(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trishield.cli", *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                              check=False)
+
+    ingested = trishield("ingest", str(root), "--kb", str(kb), "--progress")
+    assert ingested.returncode == 0, ingested.stderr
+    assert "broken.pdf" in ingested.stderr and "Traceback" not in ingested.stderr
+    asked = {"Where is the Northwind depot?": "manual:p3",
+             "When do parcels leave the depot?": "shipping",
+             "When are refunds paid?": "policy",
+             "What do you run to build everything?": "install",
+             "When are invoices sent?": "faq"}
+    import trishield as library
+
+    with library.open_kb(kb) as opened:  # one process asks all five: models load once
+        shield = library.defend(opened, "full", panel=library.build_panel(["extractive"]))
+        for question, doc_id in asked.items():
+            answer = shield.ask(question)
+            assert not answer.refused and answer.citations == [doc_id], (question, answer)
