@@ -279,8 +279,9 @@ def decide(best: ClaimSide, runner_up: ClaimSide, config: EvidenceConfig) -> Ver
                        best, runner_up)
     a, b = best.weight, runner_up.weight
     if a >= config.margin * b:
-        return Verdict("stands", f"independent support {a:.2f} >= {config.margin:g} x "
-                                 f"{b:.2f} for {runner_up.label!r}", best, runner_up)
+        return Verdict("stands", f"{best.label!r} has independent support {a:.2f} >= "
+                                 f"{config.margin:g} x {b:.2f} for {runner_up.label!r}",
+                       best, runner_up)
     return Verdict("conflict", f"conflicting sources: {best.label!r} (independent support "
                                f"{a:.2f}) vs {runner_up.label!r} ({b:.2f}), margin below "
                                f"{config.margin:g}x", best, runner_up)
