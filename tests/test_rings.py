@@ -333,6 +333,20 @@ def test_without_the_panel_one_member_answers() -> None:
     assert math.isclose(result.rounds[0].agreement, 1.0)
 
 
+def test_an_answer_that_only_echoes_the_question_states_nothing() -> None:
+    """"Student discount" to "What discount do students get?" adds no term: no passage can
+    back it, so it is refused rather than given."""
+    question = "What discount do students get?"
+    context = [_passage("p#0", 0.9, "Students receive a 15% student discount on full-price "
+                                    "items.")]
+    echo = Consensus([ScriptedReader("a", lambda ids: "Student discount")]).decide(
+        question, context, use_panel=False)
+    assert echo.refused and "no context passage supports" in echo.reason
+    real = Consensus([ScriptedReader("a", lambda ids: "15%")]).decide(
+        question, context, use_panel=False)
+    assert real.answer == "15%"
+
+
 def test_number_words_read_as_digits_except_one() -> None:
     from trishield.answers import answer_core
 

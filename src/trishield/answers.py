@@ -110,10 +110,19 @@ def answer_core(answer: str, question: str = "") -> list[str]:
     core ``["1912"]``, so it agrees with a model that answered just "1912". An answer that only
     echoes the question keeps all its terms (it has no core to compare).
     """
-    tokens = [_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(answer)))]
-    asked = {_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(question)))}
-    core = [t for t in tokens if t not in asked and t not in STOPWORDS]
-    return core or tokens
+    return own_terms(answer, question) or _terms(answer)
+
+
+def _terms(text: str) -> list[str]:
+    return [_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(text)))]
+
+
+def own_terms(answer: str, question: str = "") -> list[str]:
+    """The answer's terms that are not the question's and not stopwords: what it *adds*. An
+    answer without any ("Student discount" to "What discount do students get?") only echoes
+    the question and states nothing a passage could back."""
+    asked = set(_terms(question))
+    return [t for t in _terms(answer) if t not in asked and t not in STOPWORDS]
 
 
 MAX_CORE_TERMS = 12

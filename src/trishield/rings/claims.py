@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from trishield.answers import answer_core, canonical_numbers, normalize_answer
+from trishield.answers import answer_core, canonical_numbers, normalize_answer, own_terms
 from trishield.text import QUESTION_PHRASING, STOPWORDS, index_terms, sentences, stem
 
 AnswerType = Literal["number", "date", "name", "any"]
@@ -179,5 +179,5 @@ def passage_claim(question: str, text: str) -> PassageClaim:
 def states(answer: str, text: str, question: str = "") -> bool:
     """Whether ``text`` states ``answer``: it contains every term of the answer's core (the
     answer's own terms, the question's aside). An answer without own terms states nothing."""
-    core = set(answer_core(answer, question))
+    core = set(own_terms(answer, question))
     return bool(core) and core <= set(answer_core(text))

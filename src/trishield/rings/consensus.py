@@ -28,6 +28,7 @@ from trishield.answers import (
     is_bare_polar,
     is_refusal,
     normalize_answer,
+    own_terms,
     polarity,
     same_answer,
 )
@@ -165,7 +166,7 @@ def supporting_passages(answer: str, passages: Sequence[ContextPassage],
     the warranty does not cover") stay unanswered (docs/design.md, row 11)."""
     if is_bare_polar(answer):
         return [p for p in passages if decides(answer, p.text, question)]
-    core = set(answer_core(answer, question))
+    core = set(own_terms(answer, question))  # an echo of the question states nothing
     return [p for p in passages if core and core <= set(answer_core(p.text))]
 
 
