@@ -545,3 +545,29 @@ def test_cli_refuses_an_unknown_defense(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "unknown defense 'magic'" in result.stderr
     assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()
+
+
+def test_the_checkpoint_fingerprint_covers_the_defense_code(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """Answers checkpointed by other defense code are never resumed into a table: a change to
+    a file that decides answers changes the hash; a file outside the defense does not."""
+    import shutil
+
+    from trishield.eval.poisonedrag import runner
+
+    package = Path(runner.__file__).resolve().parents[2]
+    copy = tmp_path / "trishield"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    original = runner.defense_code_sha256(copy)
+    assert original == runner.defense_code_sha256(package)
+    (copy / "cli.py").write_text("# not defense code\n", encoding="utf-8")
+    assert runner.defense_code_sha256(copy) == original
+    consensus = copy / "rings" / "consensus.py"
+    consensus.write_text(consensus.read_text(encoding="utf-8") + "\n# changed\n",
+                         encoding="utf-8")
+    assert runner.defense_code_sha256(copy) != original
+    options = runner.PoisonedRAGOptions(out=tmp_path)
+    config = runner._config(options)
+    before = runner._fingerprint(options, config)
+    monkeypatch.setattr(runner, "defense_code_sha256", lambda package=None: "0" * 64)
+    assert runner._fingerprint(options, config) != before

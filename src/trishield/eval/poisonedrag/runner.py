@@ -4,7 +4,8 @@ defense, checkpoint each answer, then score and write the report.
 Resumable: answers are checkpointed one by one (:mod:`.records`) and LLM responses are
 cached, so an interrupted run picks up at the question it was on. The checkpoint file is named
 by a fingerprint of everything that changes an answer (profile, seed, panel, k, ring settings,
-scoring version), so a changed configuration never reuses stale answers.
+scoring version, and a hash of the defense code), so a changed configuration or a changed
+defense never reuses stale answers.
 """
 
 from __future__ import annotations
@@ -72,8 +73,28 @@ def _config(options: PoisonedRAGOptions) -> PipelineConfig:
     return replace(config, scorer=replace(config.scorer, context=options.k))
 
 
+DEFENSE_CODE = ("rings", "defenses", "llm", "answers.py", "pipeline.py", "stages.py",
+                "text.py", "kb/retrieval.py")
+"""The code that decides an answer, relative to the ``trishield`` package."""
+
+
+def defense_code_sha256(package: Path | None = None) -> str:
+    """One hash over the source of :data:`DEFENSE_CODE`: answers checkpointed by other code
+    are another experiment, so a resumed matrix refuses them (delete the checkpoint to start
+    over) instead of mixing them into one table."""
+    package = package or Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for name in DEFENSE_CODE:
+        path = package / name
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(source.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(source.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _fingerprint(options: PoisonedRAGOptions, config: PipelineConfig) -> str:
-    parts = {"scoring": SCORING_VERSION, "profile": options.kb_profile, "seed": options.seed,
+    parts = {"scoring": SCORING_VERSION, "code": defense_code_sha256(),
+             "profile": options.kb_profile, "seed": options.seed,
              "panel": [m if isinstance(m, str) else dict(m) for m in options.panel],
              "k": options.k, "config": asdict(config), "quick": options.quick}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
@@ -207,6 +228,7 @@ def _payload(options: PoisonedRAGOptions, blocks: list[Block], asked: dict[str, 
                                   "false_positive_rate": clean_flagged / clean["screened"],
                                   "ids": clean["would_quarantine"]},
         "configuration": {
+            "defense_code_sha256": defense_code_sha256(),
             "kb_profile": options.kb_profile, "quick": options.quick, "seed": options.seed,
             "k": options.k, "panel": [m if isinstance(m, str) else dict(m)
                                       for m in options.panel],
