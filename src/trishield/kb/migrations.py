@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trishield.errors import KnowledgeBaseError
+from trishield.kb import change_log, lexical_index
 
 Step = Callable[[sqlite3.Connection], None]
 
@@ -239,6 +240,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         _add_column("deleted_documents", "writer_key", "TEXT NOT NULL DEFAULT ''"),
         _add_column("deleted_documents", "signed", "TEXT NOT NULL DEFAULT ''"),
     ), rebuilds_tables=True),
+    Migration("0006_incremental_indexes", (
+        # issue 19: the chunk change log that dense indexes catch up from, and the lexical
+        # index as an FTS5 table maintained by triggers in the writing transaction
+        change_log.install,
+        lexical_index.install,
+    )),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -26,6 +26,7 @@ from trishield.errors import (
     ReadOnlyError,
     StorageFullError,
 )
+from trishield.kb import change_log, lexical_index
 from trishield.kb.documents import Chunk, Document
 from trishield.kb.migrations import MIGRATIONS, applied, migrate
 from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
@@ -80,6 +81,7 @@ class Store:
                     self.connection.execute("PRAGMA journal_mode=WAL")
                     self.connection.execute("PRAGMA synchronous=FULL")
                 self.connection.execute("PRAGMA foreign_keys=ON")
+                lexical_index.register_analyzer(self.connection)
                 if read_only:
                     pending = [m.name for m in MIGRATIONS if m.name not in applied(self.connection)]
                     if pending:
@@ -88,9 +90,19 @@ class Store:
                                             "open it once where it can be written")
                 else:
                     migrate(self.connection, str(path))
+                    self._check_analyzer()
         except BaseException:
             self.connection.close()
             raise
+
+    def _check_analyzer(self) -> None:
+        """Rebuild the lexical table when it was built with another analyzer (its contentless
+        rows could not even be deleted correctly otherwise)."""
+        if self.meta().get("lexical_analyzer") == lexical_index.ANALYZER:
+            return
+        with self.transaction() as connection:
+            if self.meta().get("lexical_analyzer") != lexical_index.ANALYZER:
+                lexical_index.reindex(connection)
 
     def migrations(self) -> dict[str, float]:
         """``name -> applied_at`` (epoch seconds) of every schema migration applied."""
@@ -343,6 +355,20 @@ class Store:
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (time.time(), action, writer, doc_id, content_hash, batch_id,
              json.dumps(detail, sort_keys=True)))
+
+    # -- index change log (kb.change_log) ---------------------------------------------------
+    def index_position(self) -> change_log.Position:
+        """Where the chunk change log stands: what an index in step with the rows reflects."""
+        return change_log.position(self.connection)
+
+    def index_delta(self, since: int, upto: int, dimension: int) -> change_log.Delta:
+        """The chunk changes in ``(since, upto]``, with the added rows' embeddings and texts."""
+        return change_log.delta(self.connection, since, upto, dimension)
+
+    def prune_index_log(self, through: int) -> None:
+        """Forget the change log up to ``through`` (a snapshot at ``through`` is saved)."""
+        with self.transaction() as connection:
+            change_log.prune(connection, through)
 
     def all_embeddings(self, dimension: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self.connection.execute("SELECT pk, embedding FROM chunks ORDER BY pk").fetchall()
