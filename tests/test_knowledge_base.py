@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +133,7 @@ def test_indexes_are_persisted_for_the_current_generation_only(demo_kb_dir: Path
         chunks = kb.store.counts()["chunks"]
     names = sorted(p.name for p in demo_kb_dir.iterdir()
                    if p.name.startswith(("dense", "bm25", "checksums")))
-    assert names == [f"checksums-s{position}.json", f"dense-s{position}.faiss"]
+    assert names == [f"checksums-s{position}.0.json", f"dense-s{position}.0.faiss"]
     with KnowledgeBase.open(demo_kb_dir) as kb:
         dense, lexical = kb.indexes()
         assert len(dense) == len(lexical) == chunks
@@ -158,7 +157,7 @@ def test_an_index_that_disagrees_with_the_database_is_rebuilt(demo_kb_dir: Path)
         results = kb.search("parental leave", backend="hybrid", k=3)
         assert results and results[0].doc_id in {"leave-policy", "employee-handbook"}
         assert kb.repair() == generation
-    assert (demo_kb_dir / f"dense-s{position}.faiss").is_file()
+    assert [p.name for p in demo_kb_dir.glob("dense-s*")] == [f"dense-s{position}.0.faiss"]
     assert not any((demo_kb_dir / name).exists() for name in old)
 
 

@@ -73,8 +73,8 @@ def cli(data_dir: Path | None) -> None:
               "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
 @click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
 @click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
-@click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw"]),
-              help="Dense index of a new KB (flat by default).")
+@click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw", "ivfpq"]),
+              help="Dense index of a new KB (flat by default; see docs/scale.md).")
 @click.option("--guard/--no-guard", default=True, show_default=True,
               help="Screen each document with Ring 1 and quarantine what it blocks.")
 @config_option
@@ -712,6 +712,23 @@ def repair(kb_dir: Path, json_output: bool) -> None:
         return
     console.print(f"indexes of generation {report['generation']} were {report['indexes_were']}"
                   + ("; rebuilt from the database and saved" if rebuilt else "; nothing to do"))
+
+
+@cli.command()
+@kb_option
+@json_option
+def compact(kb_dir: Path, json_output: bool) -> None:
+    """Rebuild the dense index of --kb from the database (drops HNSW tombstones, trains
+    IVF-PQ for the KB's size), merge the lexical index and prune the change log."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        report = kb.compact()
+    if json_output:
+        _print_json(report)
+        return
+    console.print(f"compacted {report['chunks']} chunks ({report['dense_index']}, "
+                  f"{report['tombstones_dropped']} tombstones dropped) in {report['seconds']} s")
 
 
 @cli.command()

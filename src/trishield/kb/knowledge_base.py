@@ -94,6 +94,8 @@ FAULT_RESUME_ENV = "TRISHIELD_FAULT_RESUME"
 """With the pause hook: a file whose appearance lets the paused process go on (to change the
 machine under it, a full disk for instance, and watch what the rest of the write does)."""
 log = logging.getLogger("trishield.kb")
+Snapshot = tuple[int, int]
+"""A saved dense snapshot: ``(change-log position, serial)``."""
 
 
 @dataclass(frozen=True)
@@ -557,41 +559,47 @@ class KnowledgeBase:
     # -- indexes ----------------------------------------------------------------------------
     # The lexical index is SQLite's (FTS5, kept by triggers in the writing transaction). The
     # dense index lives in memory and follows the chunk change log; a snapshot of it,
-    # ``dense-s<position>.faiss`` with ``checksums-s<position>.json``, is saved when enough
-    # changed since the last one (:meth:`_snapshot_due`), so a write costs its own rows.
-    def _index_paths(self, position: int) -> tuple[Path]:
-        return (self.directory / f"dense-s{position}.faiss",)
+    # ``dense-s<position>.<serial>.faiss`` with ``checksums-s<position>.<serial>.json``, is
+    # saved when enough changed since the last one (:meth:`_snapshot_due`), so a write costs
+    # its own rows. ``serial`` tells apart two snapshots of one position (a compaction
+    # rewrites the index without a write): a new one never replaces a file in place, so a
+    # crash while it is written leaves the previous one whole.
+    def _index_paths(self, snapshot: Snapshot) -> tuple[Path]:
+        return (self.directory / f"dense-s{snapshot[0]}.{snapshot[1]}.faiss",)
 
-    def _checksum_path(self, position: int) -> Path:
-        return self.directory / f"checksums-s{position}.json"
+    def _checksum_path(self, snapshot: Snapshot) -> Path:
+        return self.directory / f"checksums-s{snapshot[0]}.{snapshot[1]}.json"
 
-    def _verified(self, position: int) -> bool:
-        """Whether the snapshot of ``position`` matches the checksums written with it (a
-        missing, truncated, emptied or altered file does not)."""
+    def _verified(self, snapshot: Snapshot) -> bool:
+        """Whether the snapshot matches the checksums written with it (a missing,
+        truncated, emptied or altered file does not)."""
         try:
-            recorded = json.loads(self._checksum_path(position).read_text())
-            return recorded == file_digests(self._index_paths(position), self.directory)
+            recorded = json.loads(self._checksum_path(snapshot).read_text())
+            return recorded == file_digests(self._index_paths(snapshot), self.directory)
         except (OSError, ValueError):
             return False
 
-    def _snapshots(self) -> list[int]:
-        """Positions of the saved snapshots (both files present), newest first."""
+    def _snapshots(self) -> list[Snapshot]:
+        """The saved snapshots (both files present), newest first."""
         found = []
         for path in self.directory.glob("dense-s*.faiss"):
-            digits = path.name[len("dense-s"):-len(".faiss")]
-            if digits.isdigit() and self._checksum_path(int(digits)).is_file():
-                found.append(int(digits))
+            parts = path.name[len("dense-s"):-len(".faiss")].split(".")
+            if len(parts) == 2 and all(part.isdigit() for part in parts):
+                snapshot = (int(parts[0]), int(parts[1]))
+                if self._checksum_path(snapshot).is_file():
+                    found.append(snapshot)
         return sorted(found, reverse=True)
 
     def _load_indexes(self, where: Position) -> EmbeddedBackend | None:
         """The newest intact snapshot the change log can bring up to ``where``, caught up
         and checked against the row count; ``None`` when there is none (call it inside a read
         transaction)."""
-        for position in self._snapshots():
-            if not where.pruned <= position <= where.current or not self._verified(position):
+        for snapshot in self._snapshots():
+            position = snapshot[0]
+            if not where.pruned <= position <= where.current or not self._verified(snapshot):
                 continue
             try:
-                dense = DenseIndex.load(self._index_paths(position)[0],
+                dense = DenseIndex.load(self._index_paths(snapshot)[0],
                                         self.settings.dense_index, self.dimension)
             except Exception as error:  # derived data: any damage means a rebuild
                 log.warning("dense snapshot %d cannot be read (%s); rebuilding", position,
@@ -665,7 +673,7 @@ class KnowledgeBase:
         saved = self._saved_position
         if saved is None:
             snapshots = self._snapshots()
-            saved = self._saved_position = snapshots[0] if snapshots else None
+            saved = self._saved_position = snapshots[0][0] if snapshots else None
         if saved is None:
             return True
         changes = position - saved
@@ -691,21 +699,23 @@ class KnowledgeBase:
         """Write the dense snapshot of ``position`` and its checksums, then forget the change
         log up to the previous snapshot (readers behind this one still catch up from the log)
         and remove older files (caller holds the write lock)."""
-        self._remove_index_files(position)
-        (dense_path,) = self._index_paths(position)
+        serials = [serial for at, serial in self._snapshots() if at == position]
+        snapshot = (position, max(serials) + 1 if serials else 0)
+        self._remove_index_files(snapshot)  # a leftover of a crashed save, never verified
+        (dense_path,) = self._index_paths(snapshot)
         previous = self._saved_position
         try:
             dense.save(dense_path)
             _fault_point("snapshot-written")
-            digests = file_digests(self._index_paths(position), self.directory)
-            temporary = self.directory / f".checksums-s{position}.json"
+            digests = file_digests(self._index_paths(snapshot), self.directory)
+            temporary = self.directory / f".checksums-s{position}.{snapshot[1]}.json"
             with temporary.open("w") as handle:
                 json.dump(digests, handle, sort_keys=True)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temporary, self._checksum_path(position))
+            os.replace(temporary, self._checksum_path(snapshot))
         except OSError:
-            self._remove_index_files(position)  # half a save is worth nothing: free it
+            self._remove_index_files(snapshot)  # half a save is worth nothing: free it
             raise
         self._saved_position = position
         self._snapshot_missing = False
@@ -715,7 +725,7 @@ class KnowledgeBase:
                 self.store.prune_index_log(through)
             except TriShieldError as error:  # the snapshot is saved; pruning can wait
                 log.warning("the change log was not pruned: %s", error)
-        self._remove_stale_indexes(position)
+        self._remove_stale_indexes(snapshot)
 
     def _after_commit(self) -> list[str]:
         """After a committed write: the dense index takes in the write's rows, and a snapshot
@@ -747,18 +757,18 @@ class KnowledgeBase:
                     "until the next write or `trishield repair` saves them"]
         return []
 
-    def _remove_index_files(self, position: int) -> None:
-        for path in (*self._index_paths(position), self._checksum_path(position)):
+    def _remove_index_files(self, snapshot: Snapshot) -> None:
+        for path in (*self._index_paths(snapshot), self._checksum_path(snapshot)):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
 
-    def _remove_stale_indexes(self, position: int) -> None:
-        """Remove every index file but the snapshot of ``position``: older snapshots, the
-        per-generation dense and BM25 files of earlier versions, and temporaries."""
-        keep = {path.name for path in (*self._index_paths(position),
-                                       self._checksum_path(position))}
+    def _remove_stale_indexes(self, snapshot: Snapshot) -> None:
+        """Remove every index file but ``snapshot``'s: older snapshots, the per-generation
+        dense and BM25 files of earlier versions, and temporaries."""
+        keep = {path.name for path in (*self._index_paths(snapshot),
+                                       self._checksum_path(snapshot))}
         for path in self.directory.iterdir():
             stale = (path.name.startswith(("dense-", "bm25-", "checksums-"))
                      and path.name not in keep)
