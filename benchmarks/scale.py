@@ -27,6 +27,8 @@ Usage::
 
     PYTHONPATH=src python benchmarks/scale.py              # 1k, 10k, 100k
     PYTHONPATH=src python benchmarks/scale.py --million    # and 1M (hours on 2 cores)
+    PYTHONPATH=src python benchmarks/scale.py --sizes --skip-recall --index-only 1000000 \\
+        --kinds flat ivfpq                                  # 1M, dense index alone
     PYTHONPATH=src python benchmarks/scale.py --sizes 1000 10000 --kinds flat hnsw
 """
 
@@ -50,6 +52,7 @@ import bm25s
 import faiss
 import numpy as np
 
+import trishield.kb.indexes as indexes
 import trishield.kb.knowledge_base as knowledge_base
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
@@ -270,7 +273,7 @@ def measure_kind(directory: Path, kind: str, synthetic: Synthetic,
             "trained_ivfpq": dense.trained}
         default_threads = faiss.omp_get_max_threads()
         for threads in (1, default_threads):
-            faiss.omp_set_num_threads(threads)
+            indexes.SINGLE_QUERY_THREADS = threads
             times, recalls = [], []
             for query, expected in zip(queries, truth, strict=True):
                 started = time.perf_counter()
@@ -283,7 +286,7 @@ def measure_kind(directory: Path, kind: str, synthetic: Synthetic,
             codes = [len({pk for pk, _ in dense.search(q, K)} & e) / K
                      for q, e in zip(queries, truth, strict=True)]
             figures["recall_at_20_codes_only"] = round(float(np.mean(codes)), 4)
-        faiss.omp_set_num_threads(default_threads)
+        indexes.SINGLE_QUERY_THREADS = 1
         commits, indexing = [], []
         for number in range(INGESTS):
             commit, index = ingest_one(kb, synthetic, number + 1000 * DENSE_KINDS.index(kind))
@@ -336,11 +339,52 @@ def measure_size(work: Path, rows: int, kinds: list[str], synthetic: Synthetic,
     return figures
 
 
+def index_only(rows: int, kinds: list[str], synthetic: Synthetic) -> dict[str, object]:
+    """The dense index alone at ``rows`` rows (no KB, no SQLite: a million rows written
+    through the store take most of an hour on two cores): build, memory, single-query
+    search p50/p95 and recall@20 against exact search. IVF-PQ re-scores its candidates with
+    the exact vectors from memory here (the KB reads them from SQLite)."""
+    from trishield.kb.indexes import DenseIndex
+
+    vectors = np.concatenate([synthetic.vectors(min(100_000, rows - start), SEED + start)
+                              for start in range(0, rows, 100_000)])
+    ids = np.arange(1, rows + 1, dtype=np.int64)
+    queries = synthetic.vectors(QUERIES, SEED + 99)
+    truth = exact_top(ids, vectors, queries)
+    figures: dict[str, object] = {}
+    for kind in kinds:
+        started = time.perf_counter()
+        dense = DenseIndex.build(kind, DIMENSION, ids, vectors)
+        built = time.perf_counter() - started
+        memory = dense.memory_bytes()
+        row: dict[str, object] = {"build_s": round(built, 1),
+                                  "memory_mb": round(memory / 2 ** 20, 1),
+                                  "memory_per_million_gb": round(memory / rows * 1e6 / 2 ** 30, 3)}
+        exact = (lambda found: vectors[found - 1]) if dense.trained else None
+        times, recalls = [], []
+        for query, expected in zip(queries, truth, strict=True):
+            started = time.perf_counter()
+            found = dense.search(query, K, exact=exact)
+            times.append(time.perf_counter() - started)
+            recalls.append(len({pk for pk, _ in found} & expected) / K)
+        row["search_threads_1"] = percentiles(times)
+        row["recall_at_20"] = round(float(np.mean(recalls)), 4)
+        figures[kind] = row
+        say(f"  {kind:<6} build {row['build_s']} s  memory {row['memory_mb']} MB "
+            f"({row['memory_per_million_gb']} GB/M)  search k=20 p50/p95 "
+            f"{row['search_threads_1']['p50_ms']}/{row['search_threads_1']['p95_ms']} ms  "
+            f"recall@20 {row['recall_at_20']}")
+        del dense
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10_000, 100_000])
     parser.add_argument("--million", action="store_true", help="also 1,000,000 chunks")
     parser.add_argument("--kinds", nargs="+", default=list(DENSE_KINDS), choices=DENSE_KINDS)
+    parser.add_argument("--index-only", type=int, nargs="*", default=[],
+                        help="dense-index-only figures (no KB) at these sizes, e.g. 1000000")
     parser.add_argument("--skip-recall", action="store_true",
                         help="skip the lexical recall comparison (section 1)")
     parser.add_argument("--work", type=Path, help="where the benchmark KBs are written")
@@ -367,6 +411,10 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["sizes"] = per_size
+    for rows in arguments.index_only:
+        say(f"-- {rows} rows, dense index only (no KB; synthetic vectors) --")
+        results.setdefault("index_only", {})[str(rows)] = index_only(rows, arguments.kinds,
+                                                                      synthetic)
     if "1000" in per_size and "100000" in per_size:
         say("== one-document ingest, 100k vs 1k chunks (p50 of commit + dense) ==")
         for kind in arguments.kinds:

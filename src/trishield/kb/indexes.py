@@ -60,6 +60,12 @@ IVF_RERANK = 8
 least :data:`IVF_RERANK_MIN`) and re-scores them exactly."""
 IVF_RERANK_MIN = 100
 IVF_SEED = 1234
+SINGLE_QUERY_THREADS = 1
+"""OpenMP threads for one query (:meth:`DenseIndex.search`): one query gains nothing from
+more, and on a busy machine their spin-waits cost tens of milliseconds at the 95th percentile
+(docs/scale.md). OpenMP keeps the setting per calling thread, so a search in one service
+worker does not change another's; batches (:meth:`DenseIndex.search_many`) keep the
+default."""
 _LIVE = (0, 2 ** 62)
 """Labels of live rows (chunk pks are positive; a tombstone is -1)."""
 
@@ -175,7 +181,12 @@ class DenseIndex:
         read = depth
         if self.trained and exact is not None:
             read = max(depth * IVF_RERANK, IVF_RERANK_MIN)
-        scores, ids = self.search_many(query, min(read, len(self)))
+        previous = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
+        try:
+            scores, ids = self.search_many(query, min(read, len(self)))
+        finally:
+            faiss.omp_set_num_threads(previous)
         found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
         if self.trained and exact is not None and found:
             candidates = np.array([i for i, _ in found], dtype=np.int64)

@@ -1,20 +1,24 @@
-"""A knowledge base directory: SQLite (truth) + FAISS + BM25, kept in step.
+"""A knowledge base directory: SQLite (truth, and the lexical index) + a FAISS dense index.
 
 Layout of ``DIR``::
 
-    kb.sqlite            documents, chunks (+ embeddings), batches, audit log, meta
-    kb.lock              writers take an exclusive lock on it; one ingest at a time
-    dense-<gen>.faiss    FAISS index for database generation <gen>
-    bm25-<gen>/          BM25 index for database generation <gen>
-    checksums-<gen>.json sha256 of every file of both indexes, written after them
+    kb.sqlite                      documents, chunks (+ embeddings), batches, audit log, meta;
+                                   the FTS5 lexical index and the chunk change log (kept by
+                                   triggers on ``chunks`` in the writing transaction)
+    kb.lock                        writers take an exclusive lock on it; one ingest at a time
+    dense-s<pos>.<serial>.faiss    snapshot of the dense index at change-log position <pos>
+    checksums-s<pos>.<serial>.json sha256 of the snapshot, written after it
 
 An ingest embeds first, then commits the whole batch in one SQLite transaction (the atomic
-point), then writes the indexes for the new generation. A crash before the commit leaves the
-KB as before; a crash after it leaves indexes of an older generation, which the next open
-notices and rebuilds from the database. Readers never trust an index whose generation differs,
-nor one whose files do not match their checksums (a truncated or emptied file): those are
-rebuilt from the database too. Readers never write: a reader that rebuilds keeps the result in
-memory, and the next write (or ``trishield repair``) saves it.
+point: rows, lexical index and change log together). The dense index in memory then takes in
+the batch's rows (:func:`~trishield.kb.index_backend.catch_up`), and a snapshot is saved when
+one is due (after every write of a small KB, else when the changes since the last one reach a
+share of it). A crash before the commit leaves the KB as before; a crash after it leaves a
+snapshot behind the database, which any reader brings up to date from the change log. Readers
+notice other processes' writes with one indexed lookup of the log's newest position per
+search. A snapshot that does not match its checksums (a truncated or emptied file) is never
+used: the index is rebuilt from the database instead. Readers never write: a reader that
+rebuilds keeps the result in memory, and the next write (or ``trishield repair``) saves it.
 
 A directory that cannot be written is opened read-only: searches work, writes raise
 :class:`~trishield.errors.ReadOnlyError` before anything is tried.
@@ -607,11 +611,14 @@ class KnowledgeBase:
                 continue
             backend = self._backend_for(dense, position)
             if catch_up(backend, self.store, where.current) and \
-                    len(dense) == self.store.counts()["chunks"]:
+                    len(dense) == self._chunk_count():
                 self._saved_position = position
                 return backend
             log.warning("dense snapshot %d disagrees with the database; rebuilding", position)
         return None
+
+    def _chunk_count(self) -> int:
+        return int(self.store.connection.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     def _backend_for(self, dense: DenseIndex, position: int) -> EmbeddedBackend:
         return EmbeddedBackend(dense, LexicalIndex(self.store.connection), position,
@@ -739,7 +746,7 @@ class KnowledgeBase:
         try:
             if self._backend is None:
                 where = self.store.index_position()
-                due = self._snapshot_due(where.current, self.store.counts()["chunks"])
+                due = self._snapshot_due(where.current, self._chunk_count())
                 _fault_point("between-indexes")
                 if due:
                     self._refresh_indexes(persist=True)

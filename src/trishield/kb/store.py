@@ -2,8 +2,9 @@
 
 SQLite is the source of truth. A batch of documents is written in one transaction, so a crash
 or ``kill -9`` leaves the database as it was before the batch or after it. The ``generation``
-counter in ``meta`` moves forward in that same transaction; the search indexes are stamped with
-it, which is how a reader knows whether they still match.
+counter in ``meta`` moves forward in that same transaction. Triggers on ``chunks`` keep the
+lexical index (FTS5, :mod:`trishield.kb.lexical_index`) and the chunk change log that the dense
+index follows (:mod:`trishield.kb.change_log`) in that same transaction too.
 """
 
 from __future__ import annotations
@@ -375,10 +376,6 @@ class Store:
         ids = np.array([pk for pk, _ in rows], dtype=np.int64)
         vectors = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
         return ids, vectors.reshape(len(rows), dimension)
-
-    def all_chunk_texts(self) -> tuple[np.ndarray, list[str]]:
-        rows = self.connection.execute("SELECT pk, text FROM chunks ORDER BY pk").fetchall()
-        return np.array([pk for pk, _ in rows], dtype=np.int64), [text for _, text in rows]
 
     def chunks_by_pk(self, pks: Sequence[int]) -> dict[int, StoredChunk]:
         found: dict[int, StoredChunk] = {}
