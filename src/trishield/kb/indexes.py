@@ -33,7 +33,8 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import faiss
@@ -61,11 +62,12 @@ least :data:`IVF_RERANK_MIN`) and re-scores them exactly."""
 IVF_RERANK_MIN = 100
 IVF_SEED = 1234
 SINGLE_QUERY_THREADS = 1
-"""OpenMP threads for one query (:meth:`DenseIndex.search`): one query gains nothing from
-more, and on a busy machine their spin-waits cost tens of milliseconds at the 95th percentile
-(docs/scale.md). OpenMP keeps the setting per calling thread, so a search in one service
-worker does not change another's; batches (:meth:`DenseIndex.search_many`) keep the
-default."""
+"""OpenMP threads for one query (:meth:`DenseIndex.search`) and for a small add (one write's
+rows, up to :data:`SMALL_ADD_ROWS`): they gain nothing from more, and on a busy machine the
+spin-waits of more cost tens of milliseconds (an IVF-PQ add of three rows: 42 ms on two
+threads, 0.07 ms on one; docs/scale.md). OpenMP keeps the setting per calling thread, so a
+search in one service worker does not change another's; batches keep the default."""
+SMALL_ADD_ROWS = 1000
 _LIVE = (0, 2 ** 62)
 """Labels of live rows (chunk pks are positive; a tombstone is -1)."""
 
@@ -137,7 +139,9 @@ class DenseIndex:
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Add rows (their ids must not be in the index: remove a reused id first)."""
-        if len(ids):
+        if not len(ids):
+            return
+        with _threads(SINGLE_QUERY_THREADS if len(ids) <= SMALL_ADD_ROWS else None):
             self.index.add_with_ids(
                 np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.dimension),
                 np.ascontiguousarray(ids, dtype=np.int64))
@@ -181,12 +185,8 @@ class DenseIndex:
         read = depth
         if self.trained and exact is not None:
             read = max(depth * IVF_RERANK, IVF_RERANK_MIN)
-        previous = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(SINGLE_QUERY_THREADS)
-        try:
+        with _threads(SINGLE_QUERY_THREADS):
             scores, ids = self.search_many(query, min(read, len(self)))
-        finally:
-            faiss.omp_set_num_threads(previous)
         found = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
         if self.trained and exact is not None and found:
             candidates = np.array([i for i, _ in found], dtype=np.int64)
@@ -249,6 +249,21 @@ class DenseIndex:
             raise KnowledgeBaseError(f"{path} holds a {type(inner).__name__}, not a {kind} "
                                      "index")
         return cls(kind, dimension, index)
+
+
+@contextmanager
+def _threads(count: int | None) -> Iterator[None]:
+    """FAISS's OpenMP threads for this calling thread set to ``count`` meanwhile (``None``:
+    unchanged)."""
+    if count is None:
+        yield
+        return
+    previous = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(count)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(previous)
 
 
 def _trained_ivfpq(vectors: np.ndarray, dimension: int) -> faiss.IndexIVFPQ:
