@@ -19,9 +19,11 @@ import pytest
 
 import trishield.kb.knowledge_base as knowledge_base
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.index_backend import EmbeddedBackend, IndexBackend
-from trishield.kb.indexes import TOMBSTONE_SHARE
+from trishield.kb.change_log import Position
+from trishield.kb.index_backend import EmbeddedBackend, IndexBackend, catch_up
+from trishield.kb.indexes import TOMBSTONE_SHARE, DenseIndex
 from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
+from trishield.kb.lexical_index import ANALYZER, LexicalIndex
 from trishield.kb.store import Store
 
 TOPICS = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "compasses"]
@@ -245,3 +247,34 @@ def test_ivfpq_is_exact_until_trained(tmp_path: Path) -> None:
         vector = kb.embedder.encode(["kayaks bought in store 2"])[0]
         scores = np.array([s for _, s in dense.search(vector, 8)])
         assert np.all(np.diff(scores) <= 1e-6) and len(scores) == 8
+
+
+def test_a_lexical_table_built_with_another_analyzer_is_rebuilt(demo_kb_dir: Path) -> None:
+    """Its contentless rows could not even be deleted with other terms: the writer that
+    opens the KB rebuilds it from the chunks."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        expected = [c.doc_id for c in kb.search("parental leave", backend="bm25", k=3)]
+        assert expected
+        with kb.store.transaction() as connection:
+            connection.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+            kb.store.set_meta({"lexical_analyzer": "words-lower/v0"}, connection)
+        assert kb.search("parental leave", backend="bm25", k=3) == []
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        assert kb.store.meta()["lexical_analyzer"] == ANALYZER
+        assert [c.doc_id for c in kb.search("parental leave", backend="bm25", k=3)] == expected
+
+
+def test_catch_up_needs_the_log_since_its_position(demo_kb_dir: Path) -> None:
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        current = kb.store.index_position().current
+        behind = EmbeddedBackend(DenseIndex("flat", kb.dimension),
+                                 LexicalIndex(kb.store.connection), 0)
+        assert catch_up(behind, kb.store) and len(behind) == kb.store.counts()["chunks"]
+        assert behind.position == current
+        kb.store.prune_index_log(current)
+        assert kb.store.index_position() == Position(current, current)
+        again = EmbeddedBackend(DenseIndex("flat", kb.dimension),
+                                LexicalIndex(kb.store.connection), 0)
+        assert catch_up(again, kb.store) is False and len(again) == 0
+        # the KB itself starts again from its snapshot
+        assert len(kb.indexes()[0]) == kb.store.counts()["chunks"]
