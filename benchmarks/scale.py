@@ -369,6 +369,8 @@ def index_only(rows: int, kinds: list[str], synthetic: Synthetic) -> dict[str, o
             recalls.append(len({pk for pk, _ in found} & expected) / K)
         row["search_threads_1"] = percentiles(times)
         row["recall_at_20"] = round(float(np.mean(recalls)), 4)
+        if dense.trained:
+            row["sweep"] = rescoring_sweep(dense, queries, truth, exact)
         figures[kind] = row
         say(f"  {kind:<6} build {row['build_s']} s  memory {row['memory_mb']} MB "
             f"({row['memory_per_million_gb']} GB/M)  search k=20 p50/p95 "
@@ -376,6 +378,32 @@ def index_only(rows: int, kinds: list[str], synthetic: Synthetic) -> dict[str, o
             f"recall@20 {row['recall_at_20']}")
         del dense
     return figures
+
+
+def rescoring_sweep(dense, queries: np.ndarray, truth: list[set[int]],
+                    exact) -> dict[str, object]:
+    """Recall@20 and latency of one trained IVF-PQ index at each nprobe and re-scoring depth
+    (how the defaults were chosen)."""
+    saved = indexes.IVF_NPROBE, indexes.IVF_RERANK
+    sweep: dict[str, object] = {}
+    try:
+        for nprobe in (32, 64):
+            for rerank in (8, 16, 24, 32):
+                indexes.IVF_NPROBE, indexes.IVF_RERANK = nprobe, rerank
+                times, recalls = [], []
+                for query, expected in zip(queries, truth, strict=True):
+                    started = time.perf_counter()
+                    found = dense.search(query, K, exact=exact)
+                    times.append(time.perf_counter() - started)
+                    recalls.append(len({pk for pk, _ in found} & expected) / K)
+                key = f"nprobe {nprobe}, re-score {rerank} x k"
+                sweep[key] = {"recall_at_20": round(float(np.mean(recalls)), 4),
+                              **percentiles(times)}
+                say(f"         {key}: recall@20 {sweep[key]['recall_at_20']}  p50/p95 "
+                    f"{sweep[key]['p50_ms']}/{sweep[key]['p95_ms']} ms")
+    finally:
+        indexes.IVF_NPROBE, indexes.IVF_RERANK = saved
+    return sweep
 
 
 def main() -> None:
