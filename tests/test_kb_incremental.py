@@ -278,3 +278,18 @@ def test_catch_up_needs_the_log_since_its_position(demo_kb_dir: Path) -> None:
         assert catch_up(again, kb.store) is False and len(again) == 0
         # the KB itself starts again from its snapshot
         assert len(kb.indexes()[0]) == kb.store.counts()["chunks"]
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_batched_searches_skip_tombstones_and_exclusions_together(kind: str) -> None:
+    """Ring 1's neighbourhood excludes the writer's own chunks; with HNSW tombstones the two
+    selectors combine."""
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((200, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    dense = DenseIndex.build(kind, 16, np.arange(1, 201), vectors)
+    assert dense.remove(np.array([1, 2, 3])) == 3
+    scores, ids = dense.search_many(vectors[:5], 10, excluding=np.array([4, 5]))
+    found = set(ids.ravel().tolist())
+    assert found.isdisjoint({1, 2, 3, 4, 5, -1}) and not np.isnan(scores).any()
+    assert len(dense) == 197 and dense.tombstones == (3 if kind == "hnsw" else 0)
