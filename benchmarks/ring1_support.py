@@ -2,9 +2,10 @@
 verdict.
 
 ``benchmarks/ring1_outlier.py`` and ``benchmarks/ring1_tamper.py`` ingest the same texts into
-many copies of one base KB. Two shortcuts keep that to minutes on two busy cores, and neither
-is read by a verdict: each distinct text is embedded once per run (the real embedder, cached
-across KB copies), and the BM25 index is not built (screening reads only the dense index).
+many copies of one base KB. One shortcut keeps that to minutes on two busy cores, and no
+verdict reads it: each distinct text is embedded once per run (the real embedder, cached
+across KB copies). (The BM25 index is SQLite's FTS5 now, written with the rows: nothing is
+rebuilt per ingest any more, so there is no BM25 build left to skip.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 import trishield.kb.knowledge_base as knowledge_base
-from trishield.kb.indexes import LexicalIndex
 from trishield.models import load_embedder
 
 
@@ -36,16 +36,11 @@ class CachedEmbedder:
         return np.stack([self.cache[t] for t in texts]).astype(np.float32)
 
 
-def _no_bm25(ids: np.ndarray, texts: list[str]) -> LexicalIndex:
-    return LexicalIndex(ids, None)  # screening reads only the dense index
-
-
 def use_fast_kbs() -> CachedEmbedder:
     """From now on in this process, every ``KnowledgeBase`` embeds through one cached real
-    embedder and skips BM25; returns the embedder."""
+    embedder; returns the embedder."""
     embedder = CachedEmbedder(knowledge_base.DEFAULT_EMBEDDING_MODEL)
     knowledge_base.load_embedder = lambda name: embedder
-    knowledge_base.LexicalIndex.build = staticmethod(_no_bm25)
     return embedder
 
 

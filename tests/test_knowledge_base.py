@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -126,30 +125,40 @@ def test_bad_tier_or_writer_is_rejected_before_any_write(demo_kb_dir: Path) -> N
 
 
 def test_indexes_are_persisted_for_the_current_generation_only(demo_kb_dir: Path) -> None:
+    """One dense snapshot, named by the change-log position it reflects; the lexical index
+    is inside kb.sqlite (no separate BM25 files)."""
     with KnowledgeBase.open(demo_kb_dir) as kb:
         kb.ingest([Document(id="tents", text="Tents are checked for seam leaks.")])
-        generation = kb.store.generation()
+        position = kb.store.index_position().current
         chunks = kb.store.counts()["chunks"]
-    names = sorted(p.name for p in demo_kb_dir.iterdir() if p.name.startswith(("dense", "bm25")))
-    assert names == [f"bm25-{generation}", f"dense-{generation}.faiss"]
+    names = sorted(p.name for p in demo_kb_dir.iterdir()
+                   if p.name.startswith(("dense", "bm25", "checksums")))
+    assert names == [f"checksums-s{position}.0.json", f"dense-s{position}.0.faiss"]
     with KnowledgeBase.open(demo_kb_dir) as kb:
         dense, lexical = kb.indexes()
         assert len(dense) == len(lexical) == chunks
 
 
 def test_an_index_that_disagrees_with_the_database_is_rebuilt(demo_kb_dir: Path) -> None:
-    """Simulate a crash after the commit: the database moved on, the index files did not."""
+    """Simulate a crash after the commit: the database moved on, the snapshot did not."""
+    old = {p.name: p.read_bytes() for p in demo_kb_dir.iterdir()
+           if p.name.startswith(("dense-s", "checksums-s"))}
     with KnowledgeBase.open(demo_kb_dir) as kb:
+        kb.ingest([Document(id="tents", text="Tents are checked for seam leaks.")])
         generation = kb.store.generation()
-    with sqlite3.connect(demo_kb_dir / "kb.sqlite") as connection:
-        connection.execute("UPDATE meta SET value = ? WHERE key = 'generation'",
-                           (str(generation + 1),))
+        position = kb.store.index_position().current
+    for path in demo_kb_dir.glob("*-s*.*"):
+        path.unlink()
+    for name, data in old.items():
+        (demo_kb_dir / name).write_bytes(data)
     with KnowledgeBase.open(demo_kb_dir) as kb:
+        results = kb.search("seam leaks in tents", k=1)
+        assert results[0].doc_id == "tents"  # caught up from the change log
         results = kb.search("parental leave", backend="hybrid", k=3)
         assert results and results[0].doc_id in {"leave-policy", "employee-handbook"}
-        assert kb.repair() == generation + 1
-    assert (demo_kb_dir / f"dense-{generation + 1}.faiss").is_file()
-    assert not (demo_kb_dir / f"dense-{generation}.faiss").exists()
+        assert kb.repair() == generation
+    assert [p.name for p in demo_kb_dir.glob("dense-s*")] == [f"dense-s{position}.0.faiss"]
+    assert not any((demo_kb_dir / name).exists() for name in old)
 
 
 def test_read_methods_for_higher_layers(demo_kb_dir: Path) -> None:
@@ -191,7 +200,7 @@ def test_a_damaged_index_file_fails_its_checksum_and_is_rebuilt(demo_kb_dir: Pat
         generation = kb.store.generation()
         assert kb.check_indexes() == {"generation": generation, "present": True,
                                       "intact": True}
-    dense = demo_kb_dir / f"dense-{generation}.faiss"
+    dense = next(demo_kb_dir.glob("dense-s*.faiss"))
     data = bytearray(dense.read_bytes())
     data[len(data) // 2] ^= 0xFF
     dense.write_bytes(bytes(data))

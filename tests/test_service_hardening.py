@@ -212,7 +212,11 @@ def test_a_full_disk_is_507_with_the_truth_and_reads_keep_working(
         assert health["generation"] == generation + 1
     finally:
         process.stop()
-    assert not (kb_dir / f"dense-{generation + 1}.faiss").exists()  # nothing half-written
+    # nothing half-written: every dense snapshot has its checksums, and no temporary is left
+    snapshots = list(kb_dir.glob("dense-s*.faiss"))
+    assert snapshots and all((kb_dir / p.name.replace("dense-", "checksums-").replace(
+        ".faiss", ".json")).is_file() for p in snapshots)
+    assert not list(kb_dir.glob(".dense-*")) and not list(kb_dir.glob(".checksums-*"))
 
 
 # -- damaged indexes and `trishield repair` ------------------------------------------------------

@@ -628,6 +628,23 @@ def repair(kb_dir: Path, json_output: bool) -> None:
 @cli.command()
 @kb_option
 @json_option
+def compact(kb_dir: Path, json_output: bool) -> None:
+    """Rebuild the dense index of --kb from the database (drops HNSW tombstones, trains
+    IVF-PQ for the KB's size), merge the lexical index and prune the change log."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        report = kb.compact()
+    if json_output:
+        _print_json(report)
+        return
+    console.print(f"compacted {report['chunks']} chunks ({report['dense_index']}, "
+                  f"{report['tombstones_dropped']} tombstones dropped) in {report['seconds']} s")
+
+
+@cli.command()
+@kb_option
+@json_option
 def info(kb_dir: Path, json_output: bool) -> None:
     """Show what a knowledge base holds and how it was built."""
     from trishield.kb import KnowledgeBase

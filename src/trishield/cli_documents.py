@@ -132,8 +132,8 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
               "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
 @click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
 @click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
-@click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw"]),
-              help="Dense index of a new KB (flat by default).")
+@click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw", "ivfpq"]),
+              help="Dense index of a new KB (flat by default; see docs/scale.md).")
 @click.option("--guard/--no-guard", default=True, show_default=True,
               help="Screen each document with Ring 1 and quarantine what it blocks.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),

@@ -1,20 +1,24 @@
-"""A knowledge base directory: SQLite (truth) + FAISS + BM25, kept in step.
+"""A knowledge base directory: SQLite (truth, and the lexical index) + a FAISS dense index.
 
 Layout of ``DIR``::
 
-    kb.sqlite            documents, chunks (+ embeddings), batches, audit log, meta
-    kb.lock              writers take an exclusive lock on it; one ingest at a time
-    dense-<gen>.faiss    FAISS index for database generation <gen>
-    bm25-<gen>/          BM25 index for database generation <gen>
-    checksums-<gen>.json sha256 of every file of both indexes, written after them
+    kb.sqlite                      documents, chunks (+ embeddings), batches, audit log, meta;
+                                   the FTS5 lexical index and the chunk change log (kept by
+                                   triggers on ``chunks`` in the writing transaction)
+    kb.lock                        writers take an exclusive lock on it; one ingest at a time
+    dense-s<pos>.<serial>.faiss    snapshot of the dense index at change-log position <pos>
+    checksums-s<pos>.<serial>.json sha256 of the snapshot, written after it
 
 An ingest embeds first, then commits the whole batch in one SQLite transaction (the atomic
-point), then writes the indexes for the new generation. A crash before the commit leaves the
-KB as before; a crash after it leaves indexes of an older generation, which the next open
-notices and rebuilds from the database. Readers never trust an index whose generation differs,
-nor one whose files do not match their checksums (a truncated or emptied file): those are
-rebuilt from the database too. Readers never write: a reader that rebuilds keeps the result in
-memory, and the next write (or ``trishield repair``) saves it.
+point: rows, lexical index and change log together). The dense index in memory then takes in
+the batch's rows (:func:`~trishield.kb.index_backend.catch_up`), and a snapshot is saved when
+one is due (after every write of a small KB, else when the changes since the last one reach a
+share of it). A crash before the commit leaves the KB as before; a crash after it leaves a
+snapshot behind the database, which any reader brings up to date from the change log. Readers
+notice other processes' writes with one indexed lookup of the log's newest position per
+search. A snapshot that does not match its checksums (a truncated or emptied file) is never
+used: the index is rebuilt from the database instead. Readers never write: a reader that
+rebuilds keeps the result in memory, and the next write (or ``trishield repair``) saves it.
 
 A directory that cannot be written is opened read-only: searches work, writes raise
 :class:`~trishield.errors.ReadOnlyError` before anything is tried.
@@ -48,15 +52,25 @@ from trishield.errors import (
     StorageFullError,
     TriShieldError,
 )
+from trishield.kb.change_log import Position
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
-from trishield.kb.indexes import DENSE_KINDS, DenseIndex, LexicalIndex, file_digests
+from trishield.kb.index_backend import EmbeddedBackend, catch_up
+from trishield.kb.indexes import (
+    DENSE_KINDS,
+    IVF_MIN_TRAIN,
+    TOMBSTONE_SHARE,
+    DenseIndex,
+    LexicalIndex,
+    file_digests,
+)
 from trishield.kb.ingest_report import (
     IngestInterrupted,
     IngestReport,
     ProgressCallback,
     ProgressTracker,
 )
+from trishield.kb.lexical_index import TABLE as FTS_TABLE
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.kb.ownership import (
     BatchPlan,
@@ -81,12 +95,21 @@ EMBED_SLICE = 256
 PROGRESS_SLICE = 256
 """Chunks embedded between two progress reports: a few seconds apart on a CPU, and large
 enough that the embedder still sorts and batches them well."""
+SNAPSHOT_ALWAYS_BELOW = 2000
+"""A KB with fewer chunks saves its dense snapshot after every write (a few megabytes)."""
+SNAPSHOT_MIN_CHANGES = 1000
+SNAPSHOT_SHARE = 0.1
+"""A larger KB saves a snapshot once the change-log entries since the last one reach this
+share of its rows (and at least :data:`SNAPSHOT_MIN_CHANGES`): a write costs its own rows,
+and a reader starting cold replays at most that share from SQLite."""
 FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 """Crash-test hook: names an ingest phase at which the process stops and waits to be killed."""
 FAULT_RESUME_ENV = "TRISHIELD_FAULT_RESUME"
 """With the pause hook: a file whose appearance lets the paused process go on (to change the
 machine under it, a full disk for instance, and watch what the rest of the write does)."""
 log = logging.getLogger("trishield.kb")
+Snapshot = tuple[int, int]
+"""A saved dense snapshot: ``(change-log position, serial)``."""
 
 
 @dataclass(frozen=True)
@@ -184,8 +207,9 @@ class KnowledgeBase:
         self.lock_timeout = lock_timeout
         self.write_time_limit = write_time_limit
         self.dimension = get_embedding_model(settings.embedding_model).dimension
-        self._indexes: tuple[int, DenseIndex, LexicalIndex] | None = None
-        self._indexes_saved = True
+        self._backend: EmbeddedBackend | None = None
+        self._saved_position: int | None = None
+        self._snapshot_missing = False
 
     @property
     def read_only(self) -> bool:
@@ -735,95 +759,199 @@ class KnowledgeBase:
                              f"{', '.join(t.value for t in Tier)}") from None
 
     # -- indexes ----------------------------------------------------------------------------
-    def _index_paths(self, generation: int) -> tuple[Path, Path]:
-        return (self.directory / f"dense-{generation}.faiss",
-                self.directory / f"bm25-{generation}")
+    # The lexical index is SQLite's (FTS5, kept by triggers in the writing transaction). The
+    # dense index lives in memory and follows the chunk change log; a snapshot of it,
+    # ``dense-s<position>.<serial>.faiss`` with ``checksums-s<position>.<serial>.json``, is
+    # saved when enough changed since the last one (:meth:`_snapshot_due`), so a write costs
+    # its own rows. ``serial`` tells apart two snapshots of one position (a compaction
+    # rewrites the index without a write): a new one never replaces a file in place, so a
+    # crash while it is written leaves the previous one whole.
+    def _index_paths(self, snapshot: Snapshot) -> tuple[Path]:
+        return (self.directory / f"dense-s{snapshot[0]}.{snapshot[1]}.faiss",)
 
-    def _checksum_path(self, generation: int) -> Path:
-        return self.directory / f"checksums-{generation}.json"
+    def _checksum_path(self, snapshot: Snapshot) -> Path:
+        return self.directory / f"checksums-s{snapshot[0]}.{snapshot[1]}.json"
 
-    def _verified(self, generation: int) -> bool:
-        """Whether both index files of ``generation`` match the checksums written with them
-        (a missing, truncated, emptied or altered file does not)."""
+    def _verified(self, snapshot: Snapshot) -> bool:
+        """Whether the snapshot matches the checksums written with it (a missing,
+        truncated, emptied or altered file does not)."""
         try:
-            recorded = json.loads(self._checksum_path(generation).read_text())
-            return recorded == file_digests(self._index_paths(generation), self.directory)
+            recorded = json.loads(self._checksum_path(snapshot).read_text())
+            return recorded == file_digests(self._index_paths(snapshot), self.directory)
         except (OSError, ValueError):
             return False
 
-    def _load_indexes(self, generation: int,
-                      chunk_count: int) -> tuple[DenseIndex, LexicalIndex] | None:
-        """The saved indexes of ``generation`` if they are intact and match the database."""
-        dense_path, lexical_path = self._index_paths(generation)
-        if not (dense_path.is_file() and lexical_path.is_dir() and self._verified(generation)):
-            return None
+    def _snapshots(self) -> list[Snapshot]:
+        """The saved snapshots (both files present), newest first."""
+        found = []
+        for path in self.directory.glob("dense-s*.faiss"):
+            parts = path.name[len("dense-s"):-len(".faiss")].split(".")
+            if len(parts) == 2 and all(part.isdigit() for part in parts):
+                snapshot = (int(parts[0]), int(parts[1]))
+                if self._checksum_path(snapshot).is_file():
+                    found.append(snapshot)
+        return sorted(found, reverse=True)
+
+    def _load_indexes(self, where: Position) -> EmbeddedBackend | None:
+        """The newest intact snapshot the change log can bring up to ``where``, caught up
+        and checked against the row count; ``None`` when there is none (call it inside a read
+        transaction)."""
+        for snapshot in self._snapshots():
+            position = snapshot[0]
+            if not where.pruned <= position <= where.current or not self._verified(snapshot):
+                continue
+            try:
+                dense = DenseIndex.load(self._index_paths(snapshot)[0],
+                                        self.settings.dense_index, self.dimension)
+            except Exception as error:  # derived data: any damage means a rebuild
+                log.warning("dense snapshot %d cannot be read (%s); rebuilding", position,
+                            error)
+                continue
+            backend = self._backend_for(dense, position)
+            if catch_up(backend, self.store, where.current) and \
+                    len(dense) == self._chunk_count():
+                self._saved_position = position
+                return backend
+            log.warning("dense snapshot %d disagrees with the database; rebuilding", position)
+        return None
+
+    def _chunk_count(self) -> int:
+        return int(self.store.connection.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def _backend_for(self, dense: DenseIndex, position: int) -> EmbeddedBackend:
+        return EmbeddedBackend(dense, LexicalIndex(self.store.connection), position,
+                               exact=self._exact_vectors)
+
+    def _exact_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """Stored embeddings of ``ids`` in the order given (IVF-PQ re-scores with them)."""
+        found = self.store.embeddings_of([int(i) for i in ids], self.dimension)
+        return np.stack([found[int(i)] for i in ids]) if len(ids) else \
+            np.zeros((0, self.dimension), dtype=np.float32)
+
+    def _rebuilt(self, where: Position) -> EmbeddedBackend:
+        """A dense index built from every stored chunk (inside the read transaction that
+        read ``where``)."""
+        ids, vectors = self.store.all_embeddings(self.dimension)
+        dense = DenseIndex.build(self.settings.dense_index, self.dimension, ids, vectors)
+        return self._backend_for(dense, where.current)
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction (one snapshot of the database) for what runs inside, unless
+        one is open already."""
+        connection = self.store.connection
+        if connection.in_transaction:
+            yield
+            return
+        connection.execute("BEGIN")
         try:
-            dense = DenseIndex.load(dense_path, self.settings.dense_index, self.dimension)
-            lexical = LexicalIndex.load(lexical_path)
-        except Exception as error:  # derived data: any damage means a rebuild
-            log.warning("index files of generation %d cannot be read (%s); rebuilding",
-                        generation, error)
-            return None
-        if lexical is None or len(dense) != chunk_count or len(lexical) != chunk_count:
-            return None  # written for other rows or terms: never trust it
-        return dense, lexical
+            yield
+        finally:
+            if connection.in_transaction:
+                connection.execute("COMMIT")
 
     def _refresh_indexes(self, *, persist: bool) -> tuple[int, DenseIndex, LexicalIndex]:
-        """Indexes for the database's current generation: cached, loaded, or rebuilt.
+        """Indexes in step with the database: the change-log position and both indexes.
 
-        With ``persist`` (the caller holds the write lock) rebuilt indexes are saved too; a
-        save that fails (a full disk) leaves them in memory and raises ``OSError``."""
-        connection = self.store.connection
-        connection.execute("BEGIN")  # one snapshot for the generation and the rows
-        try:
-            generation = self.store.generation()
-            cached = self._indexes is not None and self._indexes[0] == generation
-            if not cached:
-                loaded = self._load_indexes(generation, self.store.counts()["chunks"])
-                self._indexes_saved = loaded is not None
-                if loaded is None:
-                    ids, vectors = self.store.all_embeddings(self.dimension)
-                    dense = DenseIndex(self.settings.dense_index, self.dimension)
-                    dense.add(ids, vectors)
-                    lexical_ids, texts = self.store.all_chunk_texts()
-                    loaded = (dense, LexicalIndex.build(lexical_ids, texts))
-                self._indexes = (generation, *loaded)
-        finally:
-            connection.execute("COMMIT")
-        if persist and not self._indexes_saved:
-            self._save_indexes(*self._indexes)
-            self._indexes_saved = True
-        return self._indexes
+        The dense index in memory takes in the rows written since its position (by this or
+        any other process); one that cannot (first use, a pruned log, a damaged snapshot) is
+        loaded from the newest snapshot or rebuilt from the database. With ``persist`` (the
+        caller holds the write lock) a snapshot is saved when one is due; a save that fails
+        (a full disk) leaves the index in memory and raises ``OSError``."""
+        with self._reading():
+            where = self.store.index_position()
+            backend = self._backend
+            if backend is None or not catch_up(backend, self.store, where.current):
+                backend = self._load_indexes(where)
+                self._snapshot_missing = backend is None
+                self._backend = backend = backend or self._rebuilt(where)
+        if persist:
+            self._persist(backend)
+        return backend.position, backend.dense_index, backend.lexical_index
 
-    def _save_indexes(self, generation: int, dense: DenseIndex, lexical: LexicalIndex) -> None:
-        """Write both indexes for ``generation`` and their checksums (caller holds the write
-        lock). Files already there failed verification, so they are replaced."""
-        self._remove_index_files(generation)
-        dense_path, lexical_path = self._index_paths(generation)
+    def _snapshot_due(self, position: int, rows: int) -> bool:
+        """Whether a snapshot should be saved at ``position`` for an index of ``rows`` rows:
+        always for a small KB (cheap), else once the changes since the last one reach a share
+        of it, so each write costs its own rows and the snapshots' cost is amortised."""
+        if self._snapshot_missing:
+            return True  # none intact: this handle rebuilt from the database
+        saved = self._saved_position
+        if saved is None:
+            snapshots = self._snapshots()
+            saved = self._saved_position = snapshots[0][0] if snapshots else None
+        if saved is None:
+            return True
+        changes = position - saved
+        if changes <= 0:
+            return False
+        return rows < SNAPSHOT_ALWAYS_BELOW or \
+            changes >= max(SNAPSHOT_MIN_CHANGES, SNAPSHOT_SHARE * rows)
+
+    def _persist(self, backend: EmbeddedBackend) -> None:
+        """Save a snapshot when due; first rebuild a graph heavy with tombstones or an IVF-PQ
+        index that has grown enough to be trained (caller holds the write lock)."""
+        dense = backend.dense_index
+        rebuild = dense.tombstone_share > TOMBSTONE_SHARE or (
+            dense.kind == "ivfpq" and not dense.trained and len(dense) >= IVF_MIN_TRAIN)
+        if rebuild:
+            with self._reading():
+                backend = self._backend = self._rebuilt(self.store.index_position())
+        if rebuild or self._snapshot_due(backend.position, len(backend)):
+            self._save_indexes(backend.position, backend.dense_index)
+
+    def _save_indexes(self, position: int, dense: DenseIndex, *,
+                      prune_through: int | None = None) -> None:
+        """Write the dense snapshot of ``position`` and its checksums, then forget the change
+        log up to the previous snapshot (readers behind this one still catch up from the log)
+        and remove older files (caller holds the write lock)."""
+        serials = [serial for at, serial in self._snapshots() if at == position]
+        snapshot = (position, max(serials) + 1 if serials else 0)
+        self._remove_index_files(snapshot)  # a leftover of a crashed save, never verified
+        (dense_path,) = self._index_paths(snapshot)
+        previous = self._saved_position
         try:
             dense.save(dense_path)
-            _fault_point("between-indexes")
-            lexical.save(lexical_path)
-            digests = file_digests(self._index_paths(generation), self.directory)
-            temporary = self.directory / f".checksums-{generation}.json"
+            _fault_point("snapshot-written")
+            digests = file_digests(self._index_paths(snapshot), self.directory)
+            temporary = self.directory / f".checksums-s{position}.{snapshot[1]}.json"
             with temporary.open("w") as handle:
                 json.dump(digests, handle, sort_keys=True)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temporary, self._checksum_path(generation))
+            os.replace(temporary, self._checksum_path(snapshot))
         except OSError:
-            self._remove_index_files(generation)  # half a save is worth nothing: free it
+            self._remove_index_files(snapshot)  # half a save is worth nothing: free it
             raise
-        self._remove_stale_indexes(generation)
+        self._saved_position = position
+        self._snapshot_missing = False
+        through = prune_through if prune_through is not None else previous
+        if through is not None and 0 < through <= position:
+            try:
+                self.store.prune_index_log(through)
+            except TriShieldError as error:  # the snapshot is saved; pruning can wait
+                log.warning("the change log was not pruned: %s", error)
+        self._remove_stale_indexes(snapshot)
 
     def _after_commit(self) -> list[str]:
-        """After a committed write: the new generation's indexes, saved if the disk allows.
+        """After a committed write: the dense index takes in the write's rows, and a snapshot
+        is saved when one is due (the lexical index was written with the rows).
 
         The write is committed whatever happens here, and indexes are derived data, so a
-        failed save is reported (a warning) and logged, never raised: readers rebuild in
-        memory, and the next write or ``trishield repair`` saves them."""
+        failed save is reported (a warning) and logged, never raised: readers catch up from
+        the change log or rebuild in memory, and a later write or ``trishield repair`` saves
+        them. A handle that has not loaded the dense index (a one-off CLI ingest) does not
+        load it just to follow the write, unless a snapshot is due."""
         try:
-            self._refresh_indexes(persist=True)
+            if self._backend is None:
+                where = self.store.index_position()
+                due = self._snapshot_due(where.current, self._chunk_count())
+                _fault_point("between-indexes")
+                if due:
+                    self._refresh_indexes(persist=True)
+            else:
+                self._refresh_indexes(persist=False)
+                _fault_point("between-indexes")
+                self._persist(self._backend)
         except OSError as error:
             full = error.errno in (errno.ENOSPC, errno.EDQUOT)
             why = "the disk is full" if full else (error.strerror or str(error))
@@ -834,16 +962,18 @@ class KnowledgeBase:
                     "until the next write or `trishield repair` saves them"]
         return []
 
-    def _remove_index_files(self, generation: int) -> None:
-        for path in (*self._index_paths(generation), self._checksum_path(generation)):
+    def _remove_index_files(self, snapshot: Snapshot) -> None:
+        for path in (*self._index_paths(snapshot), self._checksum_path(snapshot)):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
 
-    def _remove_stale_indexes(self, generation: int) -> None:
-        keep = {path.name for path in (*self._index_paths(generation),
-                                       self._checksum_path(generation))}
+    def _remove_stale_indexes(self, snapshot: Snapshot) -> None:
+        """Remove every index file but ``snapshot``'s: older snapshots, the per-generation
+        dense and BM25 files of earlier versions, and temporaries."""
+        keep = {path.name for path in (*self._index_paths(snapshot),
+                                       self._checksum_path(snapshot))}
         for path in self.directory.iterdir():
             stale = (path.name.startswith(("dense-", "bm25-", "checksums-"))
                      and path.name not in keep)
@@ -854,78 +984,99 @@ class KnowledgeBase:
                     path.unlink(missing_ok=True)
 
     def indexes(self) -> tuple[DenseIndex, LexicalIndex]:
-        """Indexes matching the database.
+        """Indexes matching the database (the dense one in memory, the lexical one SQLite's).
 
-        A reader that finds them stale (a crash after a commit) or damaged rebuilds them in
-        memory and never writes them: a reader works on a full disk and in a read-only
-        directory, and never races a writer. Writes and :meth:`repair` save them.
+        A reader that finds the saved snapshot behind the database catches up from the change
+        log; one that finds it damaged rebuilds in memory and never writes: a reader works on
+        a full disk and in a read-only directory, and never races a writer. Writes and
+        :meth:`repair` save snapshots.
         """
         _, dense, lexical = self._refresh_indexes(persist=False)
         return dense, lexical
 
     def check_indexes(self) -> dict[str, object]:
-        """What the saved indexes of the current generation look like, without changing them:
-        ``present``, ``intact`` (the checksums match and the files load with the right row
-        count) and ``generation``."""
+        """What the saved dense snapshot looks like, without changing anything: ``present``
+        (one exists), ``intact`` (its checksums match, it loads, and with the change log it
+        holds exactly the stored chunks) and ``generation``."""
         generation = self.store.generation()
-        dense_path, lexical_path = self._index_paths(generation)
-        present = dense_path.is_file() and lexical_path.is_dir()
-        intact = self._load_indexes(generation, self.store.counts()["chunks"]) is not None
+        with self._reading():
+            where = self.store.index_position()
+            present = bool(self._snapshots())
+            remembered = self._saved_position
+            intact = self._load_indexes(where) is not None
+            self._saved_position = remembered
         return {"generation": generation, "present": present, "intact": intact}
 
     def repair(self) -> int:
-        """Rebuild and persist the indexes for the current generation (after a crash, or when
-        a file was damaged); returns the generation."""
+        """Rebuild the dense index from the database and save its snapshot (after a crash,
+        or when a file was damaged); returns the generation."""
         with self._write_lock():
-            self._indexes = None
-            self._indexes_saved = False
-            connection = self.store.connection
-            connection.execute("BEGIN")
-            try:
+            self._backend = None
+            with self._reading():
                 generation = self.store.generation()
-                ids, vectors = self.store.all_embeddings(self.dimension)
-                dense = DenseIndex(self.settings.dense_index, self.dimension)
-                dense.add(ids, vectors)
-                lexical_ids, texts = self.store.all_chunk_texts()
-                lexical = LexicalIndex.build(lexical_ids, texts)
-            finally:
-                connection.execute("COMMIT")
-            self._indexes = (generation, dense, lexical)
-            try:
-                self._save_indexes(generation, dense, lexical)
-            except OSError as error:
-                if error.errno not in (errno.ENOSPC, errno.EDQUOT):
-                    raise
-                raise StorageFullError(f"the indexes of generation {generation} were rebuilt "
-                                       "but could not be saved: the disk is full") from None
-            self._indexes_saved = True
+                backend = self._rebuilt(self.store.index_position())
+            self._backend = backend
+            self._save_as_full(backend, generation)
             return generation
+
+    def _save_as_full(self, backend: EmbeddedBackend, generation: int) -> None:
+        """Save ``backend``'s snapshot after a rebuild; the log before it is no longer needed."""
+        try:
+            self._save_indexes(backend.position, backend.dense_index,
+                               prune_through=backend.position)
+        except OSError as error:
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise StorageFullError(f"the indexes of generation {generation} were rebuilt "
+                                   "but could not be saved: the disk is full") from None
+
+    def compact(self) -> dict[str, object]:
+        """Rebuild the dense index from the database (dropping HNSW tombstones, training or
+        retraining IVF-PQ for the KB's current size), merge the FTS5 table's segments, save
+        the snapshot and prune the change log (``trishield compact``)."""
+        started = time.perf_counter()
+        with self._write_lock():
+            before = self._backend.dense_index.tombstones if self._backend is not None else 0
+            with self.store.transaction() as connection:
+                connection.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
+            with self._reading():
+                generation = self.store.generation()
+                backend = self._rebuilt(self.store.index_position())
+            self._backend = backend
+            self._save_as_full(backend, generation)
+        dense = backend.dense_index
+        return {"generation": generation, "position": backend.position, "chunks": len(dense),
+                "dense_index": dense.kind, "trained": dense.trained,
+                "tombstones_dropped": before, "seconds": round(time.perf_counter() - started, 3)}
 
     # -- reading ----------------------------------------------------------------------------
     def unknown_terms(self, text: str) -> list[str]:
         """Stemmed content words of ``text`` that no chunk of this KB contains."""
-        _, lexical = self.indexes()
-        return lexical.unknown_terms(text)
+        return LexicalIndex(self.store.connection).unknown_terms(text)
 
     def search(self, query: str, *, backend: str = "dense", k: int = 5,
                depth: int | None = None) -> list[Candidate]:
-        """The top ``k`` chunks for ``query`` from ``backend`` (dense, bm25 or hybrid)."""
+        """The top ``k`` chunks for ``query`` from ``backend`` (dense, bm25 or hybrid).
+
+        Index reads and row reads share one database snapshot, so a write committed by
+        another process meanwhile is either wholly in the answer or wholly absent."""
         if not isinstance(query, str) or not query.strip():
             raise InputError("the query is empty")
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
         if not 1 <= k <= MAX_K:
             raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
-        dense, lexical = self.indexes()
-        searchers = Searchers(lambda text, n: self._dense(dense, text, n), lexical.search)
-        scored = RETRIEVAL_BACKENDS.get(backend)(searchers, query, k, depth)
-        chunks = self.store.chunks_by_pk([item for item, _, _ in scored])
+        with self._reading():
+            _, dense, lexical = self._refresh_indexes(persist=False)
+            searchers = Searchers(lambda text, n: self._dense(dense, text, n), lexical.search)
+            scored = RETRIEVAL_BACKENDS.get(backend)(searchers, query, k, depth)
+            chunks = self.store.chunks_by_pk([item for item, _, _ in scored])
         return [Candidate(chunks[item], score, rank, backend, parts)
                 for rank, (item, score, parts) in enumerate(scored, start=1)]
 
     def _dense(self, index: DenseIndex, query: str, depth: int) -> list[tuple[int, float]]:
         vector = self.embedder.encode([query])[0]
-        return index.search(vector, depth)
+        return index.search(vector, depth, exact=self._exact_vectors)
 
     def stats(self) -> dict[str, object]:
         return {"directory": str(self.directory), "generation": self.store.generation(),

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trishield.errors import KnowledgeBaseError
+from trishield.kb import change_log, lexical_index
 
 Step = Callable[[sqlite3.Connection], None]
 
@@ -272,6 +273,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         )"""),
         _create("CREATE INDEX IF NOT EXISTS deleted_documents_by_id "
                 "ON deleted_documents(doc_id)"),
+    )),
+    Migration("0007_incremental_indexes", (
+        # issue 19: the chunk change log that dense indexes catch up from, and the lexical
+        # index as an FTS5 table maintained by triggers in the writing transaction
+        change_log.install,
+        lexical_index.install,
     )),
 )
 

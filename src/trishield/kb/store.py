@@ -2,8 +2,9 @@
 
 SQLite is the source of truth. A batch of documents is written in one transaction, so a crash
 or ``kill -9`` leaves the database as it was before the batch or after it. The ``generation``
-counter in ``meta`` moves forward in that same transaction; the search indexes are stamped with
-it, which is how a reader knows whether they still match.
+counter in ``meta`` moves forward in that same transaction. Triggers on ``chunks`` keep the
+lexical index (FTS5, :mod:`trishield.kb.lexical_index`) and the chunk change log that the dense
+index follows (:mod:`trishield.kb.change_log`) in that same transaction too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from trishield.errors import (
     ReadOnlyError,
     StorageFullError,
 )
+from trishield.kb import change_log, lexical_index
 from trishield.kb.documents import Chunk, Document
 from trishield.kb.migrations import MIGRATIONS, applied, migrate
 from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
@@ -80,6 +82,7 @@ class Store:
                     self.connection.execute("PRAGMA journal_mode=WAL")
                     self.connection.execute("PRAGMA synchronous=FULL")
                 self.connection.execute("PRAGMA foreign_keys=ON")
+                lexical_index.register_analyzer(self.connection)
                 if read_only:
                     pending = [m.name for m in MIGRATIONS if m.name not in applied(self.connection)]
                     if pending:
@@ -88,9 +91,19 @@ class Store:
                                             "open it once where it can be written")
                 else:
                     migrate(self.connection, str(path))
+                    self._check_analyzer()
         except BaseException:
             self.connection.close()
             raise
+
+    def _check_analyzer(self) -> None:
+        """Rebuild the lexical table when it was built with another analyzer (its contentless
+        rows could not even be deleted correctly otherwise)."""
+        if self.meta().get("lexical_analyzer") == lexical_index.ANALYZER:
+            return
+        with self.transaction() as connection:
+            if self.meta().get("lexical_analyzer") != lexical_index.ANALYZER:
+                lexical_index.reindex(connection)
 
     def migrations(self) -> dict[str, float]:
         """``name -> applied_at`` (epoch seconds) of every schema migration applied."""
@@ -352,15 +365,25 @@ class Store:
             (time.time(), action, writer, doc_id, content_hash, batch_id,
              json.dumps(detail, sort_keys=True)))
 
+    # -- index change log (kb.change_log) ---------------------------------------------------
+    def index_position(self) -> change_log.Position:
+        """Where the chunk change log stands: what an index in step with the rows reflects."""
+        return change_log.position(self.connection)
+
+    def index_delta(self, since: int, upto: int, dimension: int) -> change_log.Delta:
+        """The chunk changes in ``(since, upto]``, with the added rows' embeddings and texts."""
+        return change_log.delta(self.connection, since, upto, dimension)
+
+    def prune_index_log(self, through: int) -> None:
+        """Forget the change log up to ``through`` (a snapshot at ``through`` is saved)."""
+        with self.transaction() as connection:
+            change_log.prune(connection, through)
+
     def all_embeddings(self, dimension: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self.connection.execute("SELECT pk, embedding FROM chunks ORDER BY pk").fetchall()
         ids = np.array([pk for pk, _ in rows], dtype=np.int64)
         vectors = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
         return ids, vectors.reshape(len(rows), dimension)
-
-    def all_chunk_texts(self) -> tuple[np.ndarray, list[str]]:
-        rows = self.connection.execute("SELECT pk, text FROM chunks ORDER BY pk").fetchall()
-        return np.array([pk for pk, _ in rows], dtype=np.int64), [text for _, text in rows]
 
     def chunks_by_pk(self, pks: Sequence[int]) -> dict[int, StoredChunk]:
         found: dict[int, StoredChunk] = {}

@@ -1,0 +1,125 @@
+"""The lexical (BM25) index of a knowledge base: an SQLite FTS5 table kept by SQLite itself.
+
+Why FTS5 rather than a separate BM25 file: the index lives in ``kb.sqlite`` and triggers on
+``chunks`` maintain it inside the very transaction that writes or deletes the chunks. An
+ingest therefore costs the new rows only (no rebuild of the whole index, no separate files to
+keep in step), a crash can never leave the lexical index behind the database, and a reader in
+another process sees a commit as soon as SQLite does.
+
+The table indexes the *analyzed* text (:func:`trishield.text.index_terms`: lower-cased content
+words, English stop words removed, Snowball stems), not the raw text, so matching is exactly
+what the KB always matched on ("bicycles" finds "bicycle") and :meth:`unknown_terms` speaks
+the same terms. SQLite computes those terms through a Python function that every
+:class:`~trishield.kb.store.Store` connection registers (:func:`register_analyzer`); a
+connection without it cannot insert or delete chunks ("no such function"), and nothing is
+written. The table is *contentless* (the text is in ``chunks`` already); a contentless row is
+deleted by giving FTS5 the same terms again, which the delete trigger recomputes from the
+chunk's text: the analyzer recorded in ``meta.lexical_analyzer`` must therefore be the one
+in use, and :func:`reindex` rebuilds the table when it is not.
+
+Ranking is FTS5's ``bm25()`` (k1 = 1.2, b = 0.75, idf ``log((N - n + 0.5) / (n + 0.5))``
+floored just above zero), an OR over the query's terms.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from trishield.text import index_terms
+
+ANALYZER = "words-lower/stopwords-en-plus/snowball-english/v1"
+"""Names how :func:`index_terms` turns text into index terms; a table built otherwise is
+rebuilt (:func:`reindex`)."""
+ANALYZER_FUNCTION = "trishield_index_terms"
+TABLE = "chunks_fts"
+VOCABULARY = "chunks_fts_vocab"
+_TOKENIZER = "unicode61 remove_diacritics 0 tokenchars '''\u2019'"
+"""Split only on spaces: the analyzer already cut the words (apostrophes stay inside them,
+diacritics and case are the analyzer's business)."""
+
+SCHEMA: tuple[str, ...] = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(terms, content='', "
+    f"tokenize=\"{_TOKENIZER}\")",
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCABULARY} USING fts5vocab({TABLE}, row)",
+    f"""CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
+        INSERT INTO {TABLE}(rowid, terms) VALUES (new.pk, {ANALYZER_FUNCTION}(new.text));
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
+        INSERT INTO {TABLE}({TABLE}, rowid, terms)
+            VALUES ('delete', old.pk, {ANALYZER_FUNCTION}(old.text));
+    END""",
+    f"""CREATE TRIGGER IF NOT EXISTS chunks_fts_update AFTER UPDATE OF text ON chunks BEGIN
+        INSERT INTO {TABLE}({TABLE}, rowid, terms)
+            VALUES ('delete', old.pk, {ANALYZER_FUNCTION}(old.text));
+        INSERT INTO {TABLE}(rowid, terms) VALUES (new.pk, {ANALYZER_FUNCTION}(new.text));
+    END""",
+)
+
+
+def analyzed(text: str | None) -> str:
+    """The text as the FTS5 table stores it: its index terms, space-separated."""
+    return " ".join(index_terms(text or ""))
+
+
+def register_analyzer(connection: sqlite3.Connection) -> None:
+    """Let SQL (the triggers above) call the analyzer on this connection."""
+    connection.create_function(ANALYZER_FUNCTION, 1, analyzed, deterministic=True)
+
+
+def install(connection: sqlite3.Connection) -> None:
+    """Create the table, its vocabulary view and triggers, and index every stored chunk
+    (inside the caller's transaction: a migration step)."""
+    register_analyzer(connection)
+    for statement in SCHEMA:
+        connection.execute(statement)
+    reindex(connection)
+
+
+def reindex(connection: sqlite3.Connection) -> None:
+    """Rebuild the table from ``chunks`` with the current analyzer and record it (inside the
+    caller's transaction)."""
+    register_analyzer(connection)
+    connection.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('delete-all')")
+    connection.execute(f"INSERT INTO {TABLE}(rowid, terms) "
+                       f"SELECT pk, {ANALYZER_FUNCTION}(text) FROM chunks ORDER BY pk")
+    connection.execute("INSERT INTO meta(key, value) VALUES ('lexical_analyzer', ?) "
+                       "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (ANALYZER,))
+
+
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 query that ORs ``terms`` (each quoted: a term is never read as syntax)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+class LexicalIndex:
+    """BM25 over the FTS5 table of one connection, keyed by chunk row id.
+
+    Always current: it reads the table, so it reflects every committed write (in a read
+    transaction, the transaction's snapshot). Used by one thread at a time, like its store.
+    """
+
+    def __init__(self, connection: sqlite3.Connection):
+        self.connection = connection
+
+    def __len__(self) -> int:
+        return int(self.connection.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])
+
+    def search(self, query: str, depth: int) -> list[tuple[int, float]]:
+        """The ``depth`` best ``(chunk pk, bm25)``, best first, ties by row id."""
+        terms = index_terms(query)
+        if not terms or depth < 1:
+            return []
+        rows = self.connection.execute(
+            f"SELECT rowid, -bm25({TABLE}) FROM {TABLE} WHERE {TABLE} MATCH ? "
+            f"ORDER BY bm25({TABLE}), rowid LIMIT ?", (match_expression(terms), depth))
+        return [(int(pk), float(score)) for pk, score in rows]
+
+    def unknown_terms(self, text: str) -> list[str]:
+        """The text's index terms that occur in no indexed chunk, in order, once each."""
+        terms = list(dict.fromkeys(index_terms(text)))
+        if not terms:
+            return []
+        marks = ",".join("?" * len(terms))
+        known = {term for (term,) in self.connection.execute(
+            f"SELECT term FROM {VOCABULARY} WHERE term IN ({marks}) AND doc > 0", terms)}
+        return [term for term in terms if term not in known]
