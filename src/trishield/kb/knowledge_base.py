@@ -1156,6 +1156,13 @@ class KnowledgeBase:
                                          owner=self.store.meta().get(ENGINE_OWNER))
         return self._engine
 
+    def _drop_engine(self) -> None:
+        """Forget a connection that failed: the next use connects again (a cluster that was
+        unreachable, a Milvus Lite folder another process held)."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
     def _follow_engine(self) -> str:
         """Catch the engine up with the store, or reload it (caller holds the write lock)."""
         engine = self._engine_backend()
@@ -1170,6 +1177,7 @@ class KnowledgeBase:
         try:
             self._follow_engine()
         except TriShieldError as error:
+            self._drop_engine()
             log.error("committed generation %d, but the search engine did not follow: %s",
                       self.store.generation(), error)
             return [f"the write is committed (generation {self.store.generation()}), but the "
@@ -1195,6 +1203,7 @@ class KnowledgeBase:
             try:
                 self._follow_engine()
             except TriShieldError as error:
+                self._drop_engine()
                 log.warning("the search engine could not catch up: %s", error)
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)

@@ -41,9 +41,10 @@ INDEX_KINDS: dict[str, tuple[str, dict[str, int]]] = {
 """TriShield's name -> Milvus index type and build parameters (HNSW as the embedded index)."""
 HNSW_EF_SEARCH = 128
 IVF_NPROBE = 32
-BM25_K1 = 1.5
+BM25_K1 = 1.2
 BM25_B = 0.75
-"""bm25s' defaults, so Milvus ranks like the embedded BM25 index."""
+"""FTS5's ``bm25()`` parameters, so Milvus ranks like the embedded lexical index (a collection
+made before keeps the parameters it was made with)."""
 MAX_TOPK = 16384
 """Milvus's limit on ``limit`` (top-k) per search."""
 MAX_TERMS_BYTES = 65535
