@@ -63,6 +63,10 @@ OWNER_PROPERTY = "trishield.kb"
 _COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 _SERVER_SCHEMES = ("http", "https", "tcp", "unix")
 log = logging.getLogger("trishield.kb.engines.milvus")
+_LITE_USERS: dict[str, int] = {}
+"""Open backends per Milvus Lite folder in this process. Milvus Lite runs one server per
+folder per process and keeps it (and the folder's lock) until the process exits; the last
+backend to close stops it, so another process can open the folder next."""
 
 
 def redact(uri: str) -> str:
@@ -170,6 +174,8 @@ class MilvusBackend:
         token = os.environ.get(token_env, "") if token_env else ""
         with self._errors("connecting"):
             self._client = pymilvus.MilvusClient(uri=self.uri, token=token, timeout=timeout)
+        if self.lite:
+            _LITE_USERS[self.uri] = _LITE_USERS.get(self.uri, 0) + 1
         try:
             with self._errors(f"opening collection {collection!r}"):
                 if self._client.has_collection(collection, timeout=timeout):
@@ -434,6 +440,8 @@ class MilvusBackend:
         if client is not None:
             with suppress(*self._exceptions):
                 client.close()
+            if self.lite:
+                _release_lite(self.uri)
 
     # -- errors -----------------------------------------------------------------------------
     @contextmanager
@@ -454,6 +462,20 @@ class MilvusBackend:
                 raise KnowledgeBaseError(f"cannot reach {self._where}: {message}{hint}"
                                          ) from None
             raise KnowledgeBaseError(f"{self._where}: {what} failed: {message}") from None
+
+
+def _release_lite(uri: str) -> None:
+    """One backend fewer on a Milvus Lite folder; the last one stops its server."""
+    users = _LITE_USERS.get(uri, 0) - 1
+    if users > 0:
+        _LITE_USERS[uri] = users
+        return
+    _LITE_USERS.pop(uri, None)
+    try:
+        from milvus_lite import server_manager_instance
+    except ImportError:
+        return
+    server_manager_instance.release_server(uri)
 
 
 def _client_exceptions(pymilvus: Any) -> tuple[type[BaseException], ...]:
