@@ -6,6 +6,7 @@ that chooses and moves the engine. The shared retrieval tests run on both engine
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -190,6 +191,13 @@ def test_the_cli_chooses_moves_and_checks_the_engine(tmp_path: Path, monkeypatch
     assert result.exit_code == 0 and "tents" in result.output
     result = _cli("engine", "status", "--kb", str(tmp_path / "kb"), "--json")
     assert result.exit_code == 0 and '"consistent": true' in result.output
+    lost = MilvusBackend(lite, "cli_kb", 384)  # rows lost behind the KB's back
+    lost.remove(lost.ids()[:1])
+    lost.close()
+    assert _cli("engine", "status", "--kb", str(tmp_path / "kb")).exit_code == 1
+    result = _cli("repair", "--kb", str(tmp_path / "kb"), "--json")
+    assert result.exit_code == 0 and json.loads(result.output)["rebuilt"] is True
+    assert json.loads(result.output)["engine"]["consistent"] is True
     result = _cli("ingest", str(corpus), "--kb", str(tmp_path / "kb"), "--engine", "embedded")
     assert result.exit_code != 0 and "refusing to mix" in str(result.exception)
     # an embedded KB moved onto another collection, then back

@@ -604,7 +604,8 @@ def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | N
 @json_option
 def repair(kb_dir: Path, json_output: bool) -> None:
     """Check the search indexes of --kb against their checksums and the database, and rebuild
-    and save them when they are missing, stale or damaged (a truncated or emptied file)."""
+    and save them when they are missing, stale or damaged (a truncated or emptied file); a
+    Milvus engine that is not in step with the store is reloaded from it."""
     from trishield.kb import KnowledgeBase
 
     with KnowledgeBase.open(kb_dir) as kb:
@@ -618,6 +619,10 @@ def repair(kb_dir: Path, json_output: bool) -> None:
     report = {"generation": after["generation"], "indexes_were": (
         "intact" if not rebuilt else "damaged" if before["present"] else "missing"),
         "rebuilt": rebuilt}
+    if "engine" in after:  # a Milvus engine: reloaded with the rest when it was not in step
+        report["engine"] = {key: after["engine"][key] for key in
+                            ("uri", "collection", "consistent", "in_step", "position")
+                            if key in after["engine"]}
     if json_output:
         _print_json(report)
         return
