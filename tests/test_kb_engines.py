@@ -7,7 +7,12 @@ that chooses and moves the engine. The shared retrieval tests run on both engine
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +26,7 @@ from trishield.kb.engines import sync as engine_sync
 from trishield.kb.engines.config import EngineConfig
 from trishield.kb.engines.milvus import TOKEN_ENV, MilvusBackend
 from trishield.kb.index_backend import IndexBackend
+from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
 from trishield.kb.lexical_index import LexicalIndex
 
 pytest.importorskip("pymilvus", reason="the Milvus engine needs pip install 'trishield[milvus]'")
@@ -216,3 +222,31 @@ def test_the_cli_chooses_moves_and_checks_the_engine(tmp_path: Path, monkeypatch
     with KnowledgeBase.open(tmp_path / "kb2") as kb:
         assert kb.settings.engine.embedded and kb.search("kayak rental", k=1)[0].doc_id == \
             "kayaks"
+
+
+def test_a_kill_after_the_commit_leaves_the_engine_behind_and_it_catches_up(
+        demo_kb_dir: Path, tmp_path: Path) -> None:
+    """SIGKILL a CLI ingest right after its commit, before the engine took it in: the store
+    holds the document, the engine lags (reported), and the next handle catches it up from
+    the change log."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        kb.attach_engine(str(tmp_path / "engine.db"))
+    corpus = tmp_path / "tents.jsonl"
+    corpus.write_text('{"id": "tents", "text": "Tents are checked for seam leaks."}\n')
+    environment = dict(os.environ) | {FAULT_PAUSE_ENV: "after-commit"}
+    process = subprocess.Popen([sys.executable, "-m", "trishield.cli", "ingest", str(corpus),
+                                "--kb", str(demo_kb_dir), "--no-guard"],
+                               stderr=subprocess.PIPE, text=True, env=environment)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "FAULT-PAUSE" not in process.stderr.readline():
+        assert process.poll() is None, "the ingest never reached the pause"
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        assert kb.document("tents")["id"] == "tents"
+        state = kb.check_indexes()
+        assert state["intact"] is False and state["engine"]["missing"] == 1
+        assert state["engine"]["position"] < state["engine"]["store_position"]
+        assert kb.search("seam leaks in tents", backend="dense", k=1)[0].doc_id == "tents"
+        state = kb.check_indexes()
+        assert state["intact"] is True and state["engine"]["missing"] == 0
