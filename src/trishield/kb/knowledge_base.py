@@ -1109,7 +1109,9 @@ class KnowledgeBase:
         """The top ``k`` chunks for ``query`` from ``backend`` (dense, bm25 or hybrid).
 
         Index reads and row reads share one database snapshot, so a write committed by
-        another process meanwhile is either wholly in the answer or wholly absent."""
+        another process meanwhile is either wholly in the answer or wholly absent. On a Milvus
+        engine the engine answers first and the rows are read after, so a hit whose row was
+        deleted meanwhile is dropped (:meth:`_engine_search`)."""
         if not isinstance(query, str) or not query.strip():
             raise InputError("the query is empty")
         if backend not in BACKENDS:
