@@ -15,6 +15,18 @@ cluster (token from ``TRISHIELD_MILVUS_TOKEN``) in a collection ``--collection``
 drops at the end.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/scale_milvus.py
+
+With ``--kb-sizes 1000 10000`` it measures a whole knowledge base on the engine instead (written
+to ``benchmarks/results/scale_milvus_kb.json``): per size, a KB on disk is bulk-loaded with
+synthetic chunks through the store's write path and attached to the engine (a full load,
+timed), then ``--ingests`` three-chunk documents are written the way ``ingest`` writes them
+(embedding and screening excluded): the SQLite commit, the engine taking in the rows
+(``KnowledgeBase._engine_after_commit``) and the embedded dense index that Ring 1's ingest
+neighbourhood still uses; then ``KnowledgeBase.search`` p50/p95 for dense (query embedding
+included, with the real model), bm25 and hybrid, on the engine and, for comparison, on the
+embedded indexes of the same KB.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/scale_milvus.py --kb-sizes 1000 10000
 """
 
 from __future__ import annotations
@@ -29,10 +41,17 @@ from pathlib import Path
 
 import numpy as np
 
+from trishield.kb import Document, KnowledgeBase
+from trishield.kb.chunking import chunk_document
+from trishield.kb.engines.config import EngineConfig
 from trishield.kb.engines.milvus import INDEX_KINDS, MilvusBackend
 from trishield.kb.indexes import DenseIndex, LexicalIndex
 
 RESULTS = Path(__file__).parent / "results" / "scale_milvus.json"
+KB_RESULTS = Path(__file__).parent / "results" / "scale_milvus_kb.json"
+KB_DIMENSION = 384
+"""all-MiniLM-L6-v2's, the default KB model (its query embeddings are searched)."""
+KB_DEPTH = 10
 VOCABULARY = 20_000
 WORDS_PER_TEXT = 80
 
@@ -63,6 +82,120 @@ def timed(calls: list[Callable[[], object]]) -> tuple[dict[str, float], list[obj
     return percentiles(timings), results
 
 
+def bulk_load(kb: KnowledgeBase, rows: int, seed: int) -> None:
+    """``rows`` one-chunk documents through the store's write path (FTS5 and change-log
+    triggers included), 5,000 a transaction; embedding excluded (the vectors are given)."""
+    _, vectors, texts = synthetic(rows, KB_DIMENSION, seed)
+    for start in range(0, rows, 5000):
+        part = slice(start, start + 5000)
+        documents = [Document(id=f"s{start + n}", text=text)
+                     for n, text in enumerate(texts[part])]
+        chunks = [chunk_document(document, kb.settings.chunking) for document in documents]
+        if any(len(per) != 1 for per in chunks):
+            raise SystemExit("a synthetic text made more than one chunk; shorten the texts")
+        with kb.store.transaction() as connection:
+            kb.store.write_batch(connection, documents=documents, chunks=chunks,
+                                 embeddings=vectors[part], tier="neutral", writer="bench",
+                                 source="synthetic")
+
+
+def ingest_one(kb: KnowledgeBase, number: int) -> tuple[float, float, float]:
+    """One three-chunk document the way ``ingest`` writes it (embedding and screening
+    excluded): ``(commit, engine, embedded index)`` seconds."""
+    _, vectors, texts = synthetic(3, KB_DIMENSION, 1_000_000 + number)
+    document = Document(id=f"one-{number}", text=" ".join(texts))
+    chunks = chunk_document(document, kb.settings.chunking)
+    vectors = synthetic(len(chunks), KB_DIMENSION, 2_000_000 + number)[1]
+    with kb._write_lock():
+        started = time.perf_counter()
+        with kb.store.transaction() as connection:
+            kb.store.write_batch(connection, documents=[document], chunks=[chunks],
+                                 embeddings=vectors, tier="neutral", writer="bench",
+                                 source="synthetic")
+        committed = time.perf_counter()
+        warnings = kb._engine_after_commit()
+        followed = time.perf_counter()
+        warnings += kb._after_commit()  # the engine is in step: the embedded index's share
+        done = time.perf_counter()
+    if warnings:
+        raise SystemExit(f"the write warned: {warnings}")
+    return committed - started, followed - committed, done - followed
+
+
+def kb_searches(kb: KnowledgeBase, questions: list[str]) -> dict[str, dict[str, float]]:
+    figures = {}
+    for backend in ("dense", "bm25", "hybrid"):
+        figures[backend], _ = timed([lambda q=q, b=backend: kb.search(q, backend=b, k=KB_DEPTH)
+                                     for q in questions])
+    figures["query_embedding"], _ = timed([lambda q=q: kb.embedder.encode([q])
+                                           for q in questions])
+    return figures
+
+
+def kb_level(args: argparse.Namespace) -> None:
+    """KB-level figures on the engine (see the module docstring)."""
+    figures: dict[str, object] = {"engine": "milvus-lite" if args.uri is None else
+                                  "milvus server", "index": args.index, "seed": args.seed,
+                                  "ingests": args.ingests, "queries": args.queries,
+                                  "cpus": os.cpu_count(),
+                                  "load_average_start": round(os.getloadavg()[0], 2)}
+    rng = np.random.default_rng(args.seed + 1)
+    with tempfile.TemporaryDirectory() as scratch:
+        for rows in args.kb_sizes:
+            directory = Path(scratch) / f"kb-{rows}"
+            uri = args.uri or str(Path(scratch) / f"engine-{rows}.db")
+            texts = synthetic(rows, KB_DIMENSION, args.seed)[2]
+            questions = [" ".join(rng.choice(texts[pick].split(), size=3))
+                         for pick in rng.choice(rows, size=args.queries, replace=False)]
+            with KnowledgeBase.open(directory, create=True) as kb:
+                started = time.perf_counter()
+                bulk_load(kb, rows, args.seed)
+                loaded = time.perf_counter() - started
+                kb.repair()  # the embedded snapshot, as a KB of this size would have
+                started = time.perf_counter()
+                kb.attach_engine(EngineConfig.parse(uri, f"bench_{rows}", args.index))
+                attach = time.perf_counter() - started
+                commits, engine, embedded = zip(*(ingest_one(kb, number)
+                                                  for number in range(args.ingests)),
+                                                strict=True)
+                kb.search("warm up", backend="dense")  # load the embedding model
+                on_engine = kb_searches(kb, questions)
+                check = kb.check_indexes()["engine"]
+                if args.uri is not None:
+                    kb._engine_backend().drop()
+                kb.attach_engine("embedded")
+                on_embedded = kb_searches(kb, questions)
+            row = {"bulk_load_s": round(loaded, 2), "attach_s": round(attach, 2),
+                   "attach_rows_per_s": round(rows / attach, 1),
+                   "ingest_commit": percentiles(list(commits)),
+                   "ingest_engine": percentiles(list(engine)),
+                   "ingest_embedded_index": percentiles(list(embedded)),
+                   "ingest_total": percentiles([a + b + c for a, b, c in
+                                                zip(commits, engine, embedded, strict=True)]),
+                   "search_engine": on_engine, "search_embedded": on_embedded,
+                   "engine_consistent": check["consistent"]}
+            figures[str(rows)] = row
+            print(f"KB of {rows} chunks on {figures['engine']} ({args.index}): attach "
+                  f"{row['attach_s']} s ({row['attach_rows_per_s']} rows/s); consistent "
+                  f"{check['consistent']}")
+            print(f"  ingest one 3-chunk document p50/p95: commit "
+                  f"{row['ingest_commit']['p50_ms']}/{row['ingest_commit']['p95_ms']} ms + "
+                  f"engine {row['ingest_engine']['p50_ms']}/{row['ingest_engine']['p95_ms']} "
+                  f"ms + embedded dense {row['ingest_embedded_index']['p50_ms']}/"
+                  f"{row['ingest_embedded_index']['p95_ms']} ms = "
+                  f"{row['ingest_total']['p50_ms']}/{row['ingest_total']['p95_ms']} ms")
+            for backend in ("dense", "bm25", "hybrid", "query_embedding"):
+                a, b = on_engine[backend], on_embedded[backend]
+                print(f"  search {backend:15s} k={KB_DEPTH} p50/p95: engine {a['p50_ms']}/"
+                      f"{a['p95_ms']} ms, embedded {b['p50_ms']}/{b['p95_ms']} ms")
+    figures["load_average_end"] = round(os.getloadavg()[0], 2)
+    print(f"  1-min load average start/end: {figures['load_average_start']} / "
+          f"{figures['load_average_end']} on {os.cpu_count()} CPUs")
+    KB_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    KB_RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"  written to {KB_RESULTS}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
@@ -74,7 +207,14 @@ def main() -> None:
     parser.add_argument("--uri", default=None, help="default: Milvus Lite in a temporary folder")
     parser.add_argument("--collection", default="trishield_scale_bench")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kb-sizes", type=int, nargs="*", default=[],
+                        help="measure whole KBs of these sizes on the engine instead")
+    parser.add_argument("--ingests", type=int, default=20,
+                        help="one-document ingests timed per KB size (with --kb-sizes)")
     args = parser.parse_args()
+    if args.kb_sizes:
+        kb_level(args)
+        return
 
     ids, vectors, texts = synthetic(args.rows, args.dimension, args.seed)
     rng = np.random.default_rng(args.seed + 1)

@@ -342,7 +342,12 @@ def test_an_empty_kb_syncs_to_an_empty_collection(tmp_path: Path, lite: str) -> 
             assert (state["store_rows"], state["engine_rows"], state["extra_ids"]) == (0, 1, [5])
             report = engine_sync.sync(backend, kb.store, kb.dimension)
             assert report.as_dict() == {"generation": kb.store.generation(), "upserted": 0,
-                                        "removed": 1, "rows": 0}
+                                        "removed": 1, "rows": 0,
+                                        "position": kb.store.index_position().current}
+            assert backend.position == report.position  # recorded in the collection
+            backend.close()
+            backend = MilvusBackend(lite, "empty", kb.dimension)
+            assert backend.position == report.position
             assert engine_sync.check(backend, kb.store, kb.dimension)["consistent"]
         finally:
             backend.close()

@@ -604,7 +604,8 @@ def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | N
 @json_option
 def repair(kb_dir: Path, json_output: bool) -> None:
     """Check the search indexes of --kb against their checksums and the database, and rebuild
-    and save them when they are missing, stale or damaged (a truncated or emptied file)."""
+    and save them when they are missing, stale or damaged (a truncated or emptied file); a
+    Milvus engine that is not in step with the store is reloaded from it."""
     from trishield.kb import KnowledgeBase
 
     with KnowledgeBase.open(kb_dir) as kb:
@@ -618,11 +619,68 @@ def repair(kb_dir: Path, json_output: bool) -> None:
     report = {"generation": after["generation"], "indexes_were": (
         "intact" if not rebuilt else "damaged" if before["present"] else "missing"),
         "rebuilt": rebuilt}
+    if "engine" in after:  # a Milvus engine: reloaded with the rest when it was not in step
+        report["engine"] = {key: after["engine"][key] for key in
+                            ("uri", "collection", "consistent", "in_step", "position")
+                            if key in after["engine"]}
     if json_output:
         _print_json(report)
         return
     console.print(f"indexes of generation {report['generation']} were {report['indexes_were']}"
                   + ("; rebuilt from the database and saved" if rebuilt else "; nothing to do"))
+
+
+@cli.group("engine")
+def engine_group() -> None:
+    """Where a knowledge base searches: the embedded indexes or a Milvus collection."""
+
+
+@engine_group.command("attach")
+@kb_option
+@click.option("--uri", required=True, help="'embedded', a Milvus Lite path ending in .db, or "
+              "http://host:19530 (token from TRISHIELD_MILVUS_TOKEN, never an option).")
+@click.option("--collection", metavar="NAME",
+              help="Milvus collection (trishield_chunks by default); created if missing.")
+@click.option("--index", "engine_index", type=click.Choice(["flat", "hnsw", "ivf"]),
+              help="Milvus vector index kind (flat by default).")
+@json_option
+def engine_attach(kb_dir: Path, uri: str, collection: str | None, engine_index: str | None,
+                  json_output: bool) -> None:
+    """Point --kb's searches at URI: load every chunk of the store into the collection, then
+    record it in the KB (nothing is recorded if the load fails). Provenance, tiers,
+    quarantine and audit stay in the KB's SQLite store."""
+    from trishield.kb import KnowledgeBase
+    from trishield.kb.engines.config import EngineConfig
+
+    engine = EngineConfig.parse(uri, collection, engine_index)
+    with KnowledgeBase.open(kb_dir) as kb:
+        report = kb.attach_engine(engine)
+    if json_output:
+        _print_json(report)
+        return
+    rows = f"; {report['rows']} chunks loaded" if "rows" in report else ""
+    console.print(f"{kb_dir} now searches on {escape(str(report['engine']))}{rows} "
+                  f"in {report['seconds']} s")
+
+
+@engine_group.command("status")
+@kb_option
+@json_option
+def engine_status(kb_dir: Path, json_output: bool) -> None:
+    """Compare --kb's search engine with its store (changes nothing); exit 1 when they
+    differ (`trishield repair` reloads it)."""
+    from trishield.kb import KnowledgeBase
+
+    with KnowledgeBase.open(kb_dir) as kb:
+        state = kb.check_indexes().get("engine") or {"engine": "embedded", "consistent": True,
+                                                     "in_step": True}
+    if json_output:
+        _print_json(state)
+    else:
+        for key, value in state.items():
+            console.print(f"{key:>18}: {escape(str(value))}")
+    if not (state["consistent"] and state["in_step"]):
+        sys.exit(1)
 
 
 @cli.command()

@@ -134,6 +134,14 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
 @click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
 @click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw", "ivfpq"]),
               help="Dense index of a new KB (flat by default; see docs/scale.md).")
+@click.option("--engine", "engine_uri", metavar="URI",
+              help="Search engine of a new KB: 'embedded' (default), a Milvus Lite path ending "
+                   "in .db, or http://host:19530 (token from TRISHIELD_MILVUS_TOKEN); see "
+                   "docs/engines.md.")
+@click.option("--engine-collection", metavar="NAME",
+              help="Milvus collection of a new KB (trishield_chunks by default).")
+@click.option("--engine-index", type=click.Choice(["flat", "hnsw", "ivf"]),
+              help="Milvus vector index of a new KB (flat by default).")
 @click.option("--guard/--no-guard", default=True, show_default=True,
               help="Screen each document with Ring 1 and quarantine what it blocks.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
@@ -143,7 +151,8 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
 def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writer: str,
            id_prefix: str, update: bool, batch_size: int, max_file_size: str | None,
            show_progress: bool | None, embedding_model: str | None, chunk_words: int | None,
-           chunk_overlap: int | None, dense_index: str | None, guard: bool,
+           chunk_overlap: int | None, dense_index: str | None, engine_uri: str | None,
+           engine_collection: str | None, engine_index: str | None, guard: bool,
            config_file: Path | None, json_output: bool) -> None:
     """Ingest PATH (JSONL, SQuAD JSON, .txt/.md/.rst, HTML, DOCX, PDF, or a folder of them) or
     a --dataset into --kb, in committed batches.
@@ -155,6 +164,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     from trishield.api import ingest_loaded, load_input
     from trishield.kb import ChunkingConfig, IngestInterrupted, KnowledgeBase, LoadedBatch
     from trishield.kb.datasets import load_named
+    from trishield.kb.engines.config import EngineConfig
     from trishield.kb.loaders import with_id_prefix
     from trishield.rings.ingest_guard import IngestGuard
     from trishield.settings import load_settings
@@ -162,6 +172,8 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     if (path is None) == (dataset is None):
         raise click.UsageError("give exactly one of PATH or --dataset")
     max_file_bytes = _size(max_file_size)
+    engine = None if engine_uri is None and engine_collection is None and engine_index is None \
+        else EngineConfig.parse(engine_uri, engine_collection, engine_index)
     screen = IngestGuard(load_settings(config_file).pipeline.guard) if guard else None
     _refuse_key_names(kb_dir, writer)
     chunking = None
@@ -180,7 +192,8 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
                                on_file=bar.on_file if bar else None)
             source = str(path.absolute())
         with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
-                                chunking=chunking, dense_index=dense_index) as kb:
+                                chunking=chunking, dense_index=dense_index,
+                                engine=engine) as kb:
             try:
                 result = ingest_loaded(kb, batch, source=source, tier=tier, writer=writer,
                                        batch_size=batch_size, update=update, guard=screen,

@@ -34,9 +34,10 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,8 @@ from trishield.errors import (
 from trishield.kb.change_log import Position
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
+from trishield.kb.engines import sync as engine_sync
+from trishield.kb.engines.config import EngineConfig
 from trishield.kb.index_backend import EmbeddedBackend, catch_up
 from trishield.kb.indexes import (
     DENSE_KINDS,
@@ -107,6 +110,9 @@ FAULT_PAUSE_ENV = "TRISHIELD_FAULT_PAUSE"
 FAULT_RESUME_ENV = "TRISHIELD_FAULT_RESUME"
 """With the pause hook: a file whose appearance lets the paused process go on (to change the
 machine under it, a full disk for instance, and watch what the rest of the write does)."""
+ENGINE_OWNER = "engine_owner"
+"""Meta key: this KB's id in the engine collection's properties (so a collection another KB
+wrote, or an earlier attach, is reloaded rather than trusted)."""
 log = logging.getLogger("trishield.kb")
 Snapshot = tuple[int, int]
 """A saved dense snapshot: ``(change-log position, serial)``."""
@@ -119,6 +125,8 @@ class KBSettings:
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     dense_index: str = "flat"
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Where searches run: the embedded indexes, or a Milvus collection (kb/engines)."""
 
     def as_meta(self) -> dict[str, str]:
         return {
@@ -128,13 +136,14 @@ class KBSettings:
             "chunk_words": str(self.chunking.words),
             "chunk_overlap": str(self.chunking.overlap),
             "dense_index": self.dense_index,
+            **self.engine.as_meta(),
         }
 
     @classmethod
     def from_meta(cls, meta: dict[str, str]) -> KBSettings:
         return cls(meta["embedding_model"],
                    ChunkingConfig(int(meta["chunk_words"]), int(meta["chunk_overlap"])),
-                   meta["dense_index"])
+                   meta["dense_index"], EngineConfig.from_meta(meta))
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,7 @@ class KnowledgeBase:
         self.write_time_limit = write_time_limit
         self.dimension = get_embedding_model(settings.embedding_model).dimension
         self._backend: EmbeddedBackend | None = None
+        self._engine = None  # the MilvusBackend of a KB whose engine is Milvus, once opened
         self._saved_position: int | None = None
         self._snapshot_missing = False
 
@@ -225,6 +235,7 @@ class KnowledgeBase:
         embedding_model: str | None = None,
         chunking: ChunkingConfig | None = None,
         dense_index: str | None = None,
+        engine: EngineConfig | str | None = None,
         screener: Screener | None = None,
         read_only: bool | None = None,
         lock_timeout: float | None = None,
@@ -237,8 +248,14 @@ class KnowledgeBase:
         at most ``lock_timeout`` seconds for the KB's lock (None: as long as it takes) and
         an ingest stops embedding after ``write_time_limit`` seconds, both with
         :class:`BusyError` and nothing written.
+
+        ``engine`` (an :class:`EngineConfig`, or a URI with the default collection and index)
+        chooses where a new KB searches; for an existing KB it must match, like the other
+        settings (:meth:`attach_engine` moves one deliberately).
         """
         directory = Path(directory)
+        if isinstance(engine, str):
+            engine = EngineConfig.parse(engine)
         database = directory / DATABASE
         if read_only is None:
             read_only = database.is_file() and not (os.access(directory, os.W_OK)
@@ -265,31 +282,45 @@ class KnowledgeBase:
             raise KnowledgeBaseError(f"{directory} was never initialised and is read-only")
         if "embedding_model" not in meta:
             settings = KBSettings(embedding_model or DEFAULT_EMBEDDING_MODEL,
-                                  chunking or ChunkingConfig(), dense_index or "flat")
+                                  chunking or ChunkingConfig(), dense_index or "flat",
+                                  engine or EngineConfig())
             with store.transaction() as connection:
                 if "embedding_model" not in store.meta():
                     store.set_meta(settings.as_meta() | {"generation": "0",
-                                                         "created_at": f"{time.time():.3f}"},
+                                                         "created_at": f"{time.time():.3f}",
+                                                         ENGINE_OWNER: uuid.uuid4().hex},
                                    connection)
             meta = store.meta()
         settings = KBSettings.from_meta(meta)
-        cls._refuse_mismatch(directory, settings, embedding_model, chunking, dense_index)
+        try:
+            cls._refuse_mismatch(directory, settings, embedding_model, chunking, dense_index,
+                                 engine)
+        except KnowledgeBaseError:
+            store.close()
+            raise
         return cls(directory, store, settings, screener=screener, lock_timeout=lock_timeout,
                    write_time_limit=write_time_limit)
 
     @staticmethod
     def _refuse_mismatch(directory: Path, settings: KBSettings, embedding_model: str | None,
-                         chunking: ChunkingConfig | None, dense_index: str | None) -> None:
+                         chunking: ChunkingConfig | None, dense_index: str | None,
+                         engine: EngineConfig | None = None) -> None:
         asked = {"embedding model": (embedding_model, settings.embedding_model),
                  "chunking": (chunking, settings.chunking),
-                 "dense index": (dense_index, settings.dense_index)}
+                 "dense index": (dense_index, settings.dense_index),
+                 "search engine": (engine, settings.engine)}
         for what, (wanted, recorded) in asked.items():
             if wanted is not None and wanted != recorded:
                 raise KnowledgeBaseError(
                     f"{directory} was built with {what} {recorded}; refusing to mix in "
-                    f"{wanted}. Use a new --kb directory for a different {what}.")
+                    f"{wanted}. Use a new --kb directory for a different {what}"
+                    + (" (or `trishield engine attach` to move this KB's search)."
+                       if what == "search engine" else "."))
 
     def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
         self.store.close()
 
     def __enter__(self) -> KnowledgeBase:
@@ -925,6 +956,9 @@ class KnowledgeBase:
         self._saved_position = position
         self._snapshot_missing = False
         through = prune_through if prune_through is not None else previous
+        if through is not None and not self.settings.engine.embedded:
+            # never prune what a lagging engine still needs to catch up (-1: not known)
+            through = min(through, self._engine.position if self._engine is not None else -1)
         if through is not None and 0 < through <= position:
             try:
                 self.store.prune_index_log(through)
@@ -940,7 +974,9 @@ class KnowledgeBase:
         failed save is reported (a warning) and logged, never raised: readers catch up from
         the change log or rebuild in memory, and a later write or ``trishield repair`` saves
         them. A handle that has not loaded the dense index (a one-off CLI ingest) does not
-        load it just to follow the write, unless a snapshot is due."""
+        load it just to follow the write, unless a snapshot is due. A Milvus engine follows
+        first, so the change log it still needs is not pruned under it."""
+        engine = self._engine_after_commit()
         try:
             if self._backend is None:
                 where = self.store.index_position()
@@ -959,8 +995,8 @@ class KnowledgeBase:
                       self.store.generation(), why)
             return [f"the write is committed (generation {self.store.generation()}), but its "
                     f"search indexes could not be saved ({why}); they are rebuilt in memory "
-                    "until the next write or `trishield repair` saves them"]
-        return []
+                    "until the next write or `trishield repair` saves them", *engine]
+        return engine
 
     def _remove_index_files(self, snapshot: Snapshot) -> None:
         for path in (*self._index_paths(snapshot), self._checksum_path(snapshot)):
@@ -1005,11 +1041,18 @@ class KnowledgeBase:
             remembered = self._saved_position
             intact = self._load_indexes(where) is not None
             self._saved_position = remembered
-        return {"generation": generation, "present": present, "intact": intact}
+        found: dict[str, object] = {"generation": generation, "present": present,
+                                    "intact": intact}
+        if not self.settings.engine.embedded:
+            engine = self._engine_state()
+            found["engine"] = engine
+            found["intact"] = intact and bool(engine["consistent"]) and bool(engine["in_step"])
+        return found
 
     def repair(self) -> int:
         """Rebuild the dense index from the database and save its snapshot (after a crash,
-        or when a file was damaged); returns the generation."""
+        or when a file was damaged), and reload a Milvus engine in full; returns the
+        generation."""
         with self._write_lock():
             self._backend = None
             with self._reading():
@@ -1017,6 +1060,8 @@ class KnowledgeBase:
                 backend = self._rebuilt(self.store.index_position())
             self._backend = backend
             self._save_as_full(backend, generation)
+            if not self.settings.engine.embedded:
+                engine_sync.sync(self._engine_backend(), self.store)
             return generation
 
     def _save_as_full(self, backend: EmbeddedBackend, generation: int) -> None:
@@ -1044,10 +1089,15 @@ class KnowledgeBase:
                 backend = self._rebuilt(self.store.index_position())
             self._backend = backend
             self._save_as_full(backend, generation)
+            engine = self._engine_after_commit() if not self.settings.engine.embedded else []
         dense = backend.dense_index
-        return {"generation": generation, "position": backend.position, "chunks": len(dense),
-                "dense_index": dense.kind, "trained": dense.trained,
-                "tombstones_dropped": before, "seconds": round(time.perf_counter() - started, 3)}
+        report: dict[str, object] = {
+            "generation": generation, "position": backend.position, "chunks": len(dense),
+            "dense_index": dense.kind, "trained": dense.trained, "tombstones_dropped": before,
+            "seconds": round(time.perf_counter() - started, 3)}
+        if not self.settings.engine.embedded:
+            report["engine"] = engine[0] if engine else "in step (Milvus compacts itself)"
+        return report
 
     # -- reading ----------------------------------------------------------------------------
     def unknown_terms(self, text: str) -> list[str]:
@@ -1059,13 +1109,17 @@ class KnowledgeBase:
         """The top ``k`` chunks for ``query`` from ``backend`` (dense, bm25 or hybrid).
 
         Index reads and row reads share one database snapshot, so a write committed by
-        another process meanwhile is either wholly in the answer or wholly absent."""
+        another process meanwhile is either wholly in the answer or wholly absent. On a Milvus
+        engine the engine answers first and the rows are read after, so a hit whose row was
+        deleted meanwhile is dropped (:meth:`_engine_search`)."""
         if not isinstance(query, str) or not query.strip():
             raise InputError("the query is empty")
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
         if not 1 <= k <= MAX_K:
             raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
+        if not self.settings.engine.embedded:
+            return self._engine_search(query, backend, k, depth)
         with self._reading():
             _, dense, lexical = self._refresh_indexes(persist=False)
             searchers = Searchers(lambda text, n: self._dense(dense, text, n), lexical.search)
@@ -1082,7 +1136,143 @@ class KnowledgeBase:
         return {"directory": str(self.directory), "generation": self.store.generation(),
                 **self.store.counts(), "embedding_model": self.settings.embedding_model,
                 "chunking": self.settings.chunking.as_dict(),
-                "dense_index": self.settings.dense_index}
+                "dense_index": self.settings.dense_index, "engine": str(self.settings.engine)}
+
+    # -- the search engine (kb/engines): Milvus instead of the embedded indexes -------------
+    # The store stays the truth. The engine follows the chunk change log like the embedded
+    # dense index, but only while the KB's write lock is held (by a writer after its commit,
+    # or by a reader that finds the lock free), so two processes never apply deltas to one
+    # collection at once; its position lives in the collection (MilvusBackend.position). A
+    # failed catch-up keeps the commit and warns; searches then read the engine as it is and
+    # drop hits whose row the store no longer holds, until a write, a search or `repair`
+    # catches it up. Ring 1's ingest neighbourhood and `indexes()` stay on the embedded dense
+    # index (it is kept, and snapshotted, as before).
+    def _engine_backend(self):
+        """The KB's Milvus backend, connected on first use."""
+        if self._engine is None:
+            from trishield.kb.engines.milvus import MilvusBackend
+
+            config = self.settings.engine
+            self._engine = MilvusBackend(config.uri, config.collection, self.dimension,
+                                         index=config.index,
+                                         owner=self.store.meta().get(ENGINE_OWNER))
+        return self._engine
+
+    def _drop_engine(self) -> None:
+        """Forget a connection that failed: the next use connects again (a cluster that was
+        unreachable, a Milvus Lite folder another process held)."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
+    def _follow_engine(self) -> str:
+        """Catch the engine up with the store, or reload it (caller holds the write lock)."""
+        engine = self._engine_backend()
+        engine.refresh_position()
+        return engine_sync.follow(engine, self.store)
+
+    def _engine_after_commit(self) -> list[str]:
+        """After a committed write (write lock held): the engine takes it in; a failure is a
+        warning, never an error, since the write is committed and the engine only follows."""
+        if self.settings.engine.embedded:
+            return []
+        try:
+            self._follow_engine()
+        except TriShieldError as error:
+            self._drop_engine()
+            log.error("committed generation %d, but the search engine did not follow: %s",
+                      self.store.generation(), error)
+            return [f"the write is committed (generation {self.store.generation()}), but the "
+                    f"search engine did not take it in ({error}); searches miss it until the "
+                    "engine catches up (at the next write or search that reaches it, or "
+                    "`trishield repair`)"]
+        return []
+
+    def _try_follow_engine(self) -> None:
+        """A reader's catch-up: only when the write lock is free right now (a writer holding
+        it catches the engine up itself after its commit); failures leave the engine as is."""
+        if self.read_only:
+            return
+        try:
+            handle = (self.directory / LOCK).open("a")
+        except OSError:
+            return
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            try:
+                self._follow_engine()
+            except TriShieldError as error:
+                self._drop_engine()
+                log.warning("the search engine could not catch up: %s", error)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _engine_search(self, query: str, backend: str, k: int,
+                       depth: int | None) -> list[Candidate]:
+        """:meth:`search` on the engine: hits whose row the store no longer holds (an engine
+        lagging behind a delete) are dropped, the rest read from the store's snapshot."""
+        engine = self._engine_backend()
+        if engine.position != self.store.index_position().current:
+            self._try_follow_engine()
+
+        def dense(text: str, n: int) -> list[tuple[int, float]]:
+            return engine.dense(self.embedder.encode([text])[0], n)
+
+        scored = RETRIEVAL_BACKENDS.get(backend)(Searchers(dense, engine.lexical), query, k,
+                                                 depth)
+        with self._reading():
+            chunks = self.store.chunks_by_pk([item for item, _, _ in scored])
+        kept = [(item, score, parts) for item, score, parts in scored if item in chunks]
+        return [Candidate(chunks[item], score, rank, backend, parts)
+                for rank, (item, score, parts) in enumerate(kept, start=1)]
+
+    def _engine_state(self) -> dict[str, object]:
+        """:func:`engine_sync.check` plus positions, or the error that prevented it."""
+        config = self.settings.engine
+        state: dict[str, object] = {"uri": config.uri, "collection": config.collection,
+                                    "index": config.index}
+        try:
+            engine = self._engine_backend()
+            position = engine.refresh_position()
+            state |= engine_sync.check(engine, self.store, self.dimension)
+        except TriShieldError as error:
+            return state | {"consistent": False, "in_step": False, "error": str(error)}
+        current = self.store.index_position().current
+        return state | {"position": position, "store_position": current,
+                        "in_step": position == current}
+
+    def attach_engine(self, engine: EngineConfig | str) -> dict[str, object]:
+        """Point this KB at another engine (``trishield engine attach``): a Milvus collection
+        is loaded in full from the store, then the KB's meta names it; ``"embedded"`` moves
+        searches back to the embedded indexes. Nothing changes in the meta if the load fails.
+        """
+        if isinstance(engine, str):
+            engine = EngineConfig.parse(engine)
+        started = time.perf_counter()
+        with self._write_lock():
+            owner = uuid.uuid4().hex
+            report: dict[str, object] = {"engine": str(engine)}
+            backend = None
+            if not engine.embedded:
+                from trishield.kb.engines.milvus import MilvusBackend
+
+                backend = MilvusBackend(engine.uri, engine.collection, self.dimension,
+                                        index=engine.index, owner=owner)
+                try:
+                    report |= engine_sync.sync(backend, self.store).as_dict()
+                except BaseException:
+                    backend.close()
+                    raise
+            with self.store.transaction() as connection:
+                self.store.set_meta(engine.as_meta() | {ENGINE_OWNER: owner}, connection)
+            previous, self._engine = self._engine, backend
+            if previous is not None:
+                previous.close()
+            self.settings = replace(self.settings, engine=engine)
+        return report | {"seconds": round(time.perf_counter() - started, 3)}
 
     # -- reading for higher layers (so that nothing outside kb/ runs SQL on the store) -------
     def documents_per_writer(self) -> dict[str, int]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from trishield.errors import InputError, KnowledgeBaseError
 from trishield.kb.engines.terms import TERMS_ANALYZER, engine_terms
+from trishield.text import index_terms
 
 TOKEN_ENV = "TRISHIELD_MILVUS_TOKEN"
 """Where the token (``user:password`` or an API key) is read from; it is never a parameter
@@ -40,9 +41,10 @@ INDEX_KINDS: dict[str, tuple[str, dict[str, int]]] = {
 """TriShield's name -> Milvus index type and build parameters (HNSW as the embedded index)."""
 HNSW_EF_SEARCH = 128
 IVF_NPROBE = 32
-BM25_K1 = 1.5
+BM25_K1 = 1.2
 BM25_B = 0.75
-"""bm25s' defaults, so Milvus ranks like the embedded BM25 index."""
+"""FTS5's ``bm25()`` parameters, so Milvus ranks like the embedded lexical index (a collection
+made before keeps the parameters it was made with)."""
 MAX_TOPK = 16384
 """Milvus's limit on ``limit`` (top-k) per search."""
 MAX_TERMS_BYTES = 65535
@@ -56,9 +58,15 @@ VECTOR_FIELD = "vector"
 TERMS_FIELD = "terms"
 SPARSE_FIELD = "sparse"
 BM25_FUNCTION = "trishield_bm25"
+POSITION_PROPERTY = "trishield.position"
+OWNER_PROPERTY = "trishield.kb"
 _COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 _SERVER_SCHEMES = ("http", "https", "tcp", "unix")
 log = logging.getLogger("trishield.kb.engines.milvus")
+_LITE_USERS: dict[str, int] = {}
+"""Open backends per Milvus Lite folder in this process. Milvus Lite runs one server per
+folder per process and keeps it (and the folder's lock) until the process exits; the last
+backend to close stops it, so another process can open the folder next."""
 
 
 def redact(uri: str) -> str:
@@ -102,6 +110,14 @@ def check_uri(uri: str) -> str:
     return uri
 
 
+def check_collection_name(collection: str) -> str:
+    """The collection name, or an :class:`InputError` naming Milvus's rule."""
+    if not isinstance(collection, str) or not _COLLECTION_NAME.fullmatch(collection):
+        raise InputError(f"invalid Milvus collection name {collection!r}: letters, digits "
+                         "and underscores, not starting with a digit, at most 255")
+    return collection
+
+
 def _pymilvus() -> Any:
     """The pymilvus module, or a :class:`KnowledgeBaseError` that says how to install it."""
     try:
@@ -116,18 +132,24 @@ def _pymilvus() -> Any:
 class MilvusBackend:
     """One Milvus collection holding a KB's chunk vectors and index terms.
 
-    Implements ``trishield.kb.index_backend.IndexBackend`` (``add``, ``remove``, ``dense``,
-    ``lexical``, ``__len__``, ``close``), plus ``ids`` and ``vectors_of`` for
-    :mod:`trishield.kb.engines.sync`'s consistency check.
+    Implements ``trishield.kb.index_backend.IndexBackend``, plus ``ids`` and ``vectors_of``
+    for :mod:`trishield.kb.engines.sync`'s consistency check.
+
+    Its ``position`` (the chunk change-log position it reflects) lives in the collection's
+    properties, next to the rows it describes, with the ``owner`` (the id of the KB that
+    wrote it): a reopened collection is caught up from where it stands instead of reloaded,
+    and a collection another KB wrote (or one reused from an earlier attach) reads as
+    position ``-1``, which no change log reaches, so the KB reloads it in full. The position
+    is written after the rows it covers, so a crash in between leaves it behind the rows,
+    never ahead: replaying upserts and deletes is harmless.
     """
 
     name = "milvus"
 
     def __init__(self, uri: str, collection: str, dimension: int, *, index: str = "flat",
-                 token_env: str = TOKEN_ENV, timeout: float = TIMEOUT_S):
-        if not isinstance(collection, str) or not _COLLECTION_NAME.fullmatch(collection):
-            raise InputError(f"invalid Milvus collection name {collection!r}: letters, digits "
-                             "and underscores, not starting with a digit, at most 255")
+                 token_env: str = TOKEN_ENV, timeout: float = TIMEOUT_S,
+                 owner: str | None = None):
+        check_collection_name(collection)
         if isinstance(dimension, bool) or not isinstance(dimension, int) or \
                 not 1 <= dimension <= 32768:
             raise InputError(f"the embedding dimension must be an integer in 1..32768, "
@@ -144,12 +166,16 @@ class MilvusBackend:
         self.timeout = timeout
         self.lite = is_lite(self.uri)
         self._where = f"Milvus {'Lite ' if self.lite else ''}at {redact(self.uri)}"
+        self.owner = owner
         self._client: Any = None
+        self._position = -1
         pymilvus = _pymilvus()
         self._exceptions = _client_exceptions(pymilvus)
         token = os.environ.get(token_env, "") if token_env else ""
         with self._errors("connecting"):
             self._client = pymilvus.MilvusClient(uri=self.uri, token=token, timeout=timeout)
+        if self.lite:
+            _LITE_USERS[self.uri] = _LITE_USERS.get(self.uri, 0) + 1
         try:
             with self._errors(f"opening collection {collection!r}"):
                 if self._client.has_collection(collection, timeout=timeout):
@@ -158,6 +184,7 @@ class MilvusBackend:
                     self._create_collection(pymilvus)
                 if _load_state(self._client.get_load_state(collection)) != "Loaded":
                     self._client.load_collection(collection, timeout=timeout)
+            self.refresh_position()
         except BaseException:
             self.close()
             raise
@@ -166,6 +193,62 @@ class MilvusBackend:
     def __repr__(self) -> str:
         return (f"MilvusBackend({redact(self.uri)!r}, {self.collection!r}, "
                 f"dimension={self.dimension}, index={self.index!r})")
+
+    # -- the change-log position ---------------------------------------------------------------
+    @property
+    def position(self) -> int:
+        """The change-log position the collection reflects (``-1``: unknown, reload it)."""
+        return self._position
+
+    @position.setter
+    def position(self, value: int) -> None:
+        """Record ``value`` (and the owner) in the collection's properties; called once the
+        rows up to ``value`` are written."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"a change-log position is a non-negative integer, got {value!r}")
+        properties = {POSITION_PROPERTY: str(value)}
+        if self.owner is not None:
+            properties[OWNER_PROPERTY] = self.owner
+        with self._errors("recording the change-log position"):
+            self._client.alter_collection_properties(self.collection, properties=properties,
+                                                     timeout=self.timeout)
+        self._position = value
+
+    def refresh_position(self) -> int:
+        """Read the recorded position again (another process may have advanced it)."""
+        with self._errors("reading the change-log position"):
+            described = self._client.describe_collection(self.collection, timeout=self.timeout)
+        properties = described.get("properties") or {}
+        recorded = properties.get(POSITION_PROPERTY)
+        mine = self.owner is None or properties.get(OWNER_PROPERTY) == self.owner
+        self._position = int(recorded) if recorded is not None and mine else -1
+        return self._position
+
+    def sync(self, store: Any) -> bool:
+        """Catch up with ``store``'s change log (``False``: the log does not reach back to
+        this collection's position; reload it with :func:`trishield.kb.engines.sync.sync`)."""
+        from trishield.kb.index_backend import catch_up
+
+        return catch_up(self, store)
+
+    def unknown_terms(self, text: str) -> list[str]:
+        """The text's index terms that no row of the collection contains, in order, once
+        each: one BM25 request with a query per term (a term no row holds finds nothing).
+        The KB itself answers this from its FTS5 vocabulary; this is the engine's own view."""
+        terms = list(dict.fromkeys(index_terms(text)))
+        queries = [engine_terms(term) for term in terms]
+        asked = [query for query in dict.fromkeys(queries) if query]
+        found: set[str] = set()
+        if asked:
+            with self._errors("looking up terms"):
+                result = self._client.search(
+                    self.collection, data=asked, anns_field=SPARSE_FIELD, limit=1,
+                    output_fields=[ID_FIELD], search_params={"metric_type": "BM25",
+                                                             "params": {}},
+                    consistency_level="Strong", timeout=self.timeout)
+            found = {query for query, hits in zip(asked, result, strict=True)
+                     if any(abs(float(hit["distance"])) > 0 for hit in hits)}
+        return [term for term, query in zip(terms, queries, strict=True) if query not in found]
 
     # -- the collection ---------------------------------------------------------------------
     def _create_collection(self, pymilvus: Any) -> None:
@@ -357,6 +440,8 @@ class MilvusBackend:
         if client is not None:
             with suppress(*self._exceptions):
                 client.close()
+            if self.lite:
+                _release_lite(self.uri)
 
     # -- errors -----------------------------------------------------------------------------
     @contextmanager
@@ -377,6 +462,20 @@ class MilvusBackend:
                 raise KnowledgeBaseError(f"cannot reach {self._where}: {message}{hint}"
                                          ) from None
             raise KnowledgeBaseError(f"{self._where}: {what} failed: {message}") from None
+
+
+def _release_lite(uri: str) -> None:
+    """One backend fewer on a Milvus Lite folder; the last one stops its server."""
+    users = _LITE_USERS.get(uri, 0) - 1
+    if users > 0:
+        _LITE_USERS[uri] = users
+        return
+    _LITE_USERS.pop(uri, None)
+    try:
+        from milvus_lite import server_manager_instance
+    except ImportError:
+        return
+    server_manager_instance.release_server(uri)
 
 
 def _client_exceptions(pymilvus: Any) -> tuple[type[BaseException], ...]:

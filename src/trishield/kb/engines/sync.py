@@ -1,9 +1,13 @@
 """Load a search engine from a knowledge base's store, and check that it still matches.
 
-An engine is derived data, like the embedded indexes: :func:`sync` makes it hold exactly the
-store's chunks (every row upserted, rows the store no longer has removed), which is how an
-existing KB is pointed at a new cluster and how a failed incremental write is repaired.
-:func:`check` compares the two without changing either, for ``KnowledgeBase.check_indexes``.
+An engine is derived data, like the embedded indexes. Day to day it follows the chunk change
+log (:func:`~trishield.kb.index_backend.catch_up`, one write's rows at a time); :func:`sync`
+reloads it in full, making it hold exactly the store's chunks (every row upserted, rows the
+store no longer has removed) and recording the change-log position it then reflects. That is
+how an existing KB is pointed at a new cluster, how a collection whose position the log no
+longer reaches is brought back, and how ``repair`` mends one after a failed write.
+:func:`follow` picks the cheaper of the two; :func:`check` compares engine and store without
+changing either, for ``KnowledgeBase.check_indexes``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from trishield.errors import InputError
+from trishield.kb.index_backend import IndexBackend, catch_up
 from trishield.kb.store import Store
 
 PAGE = 1000
@@ -26,25 +31,24 @@ delete, so equal id sets alone do not prove equal contents)."""
 VECTOR_TOLERANCE = 1e-5
 
 
-class MirroredBackend(Protocol):
-    """What :func:`sync` and :func:`check` need from an engine: the ``IndexBackend`` writes
-    and length, and reading back its ids and vectors."""
+class MirroredBackend(IndexBackend, Protocol):
+    """An :class:`IndexBackend` that can also list its row ids and read back vectors, which
+    :func:`sync` and :func:`check` need to compare it with the store."""
 
-    def add(self, ids: np.ndarray, vectors: np.ndarray, texts: list[str]) -> None: ...
-    def remove(self, ids: np.ndarray) -> None: ...
-    def __len__(self) -> int: ...
     def ids(self) -> np.ndarray: ...
     def vectors_of(self, ids: np.ndarray) -> dict[int, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
 class SyncReport:
-    """What one :func:`sync` did, and the store generation it copied."""
+    """What one :func:`sync` did, the store generation it copied and the change-log
+    ``position`` the engine reflects afterwards."""
 
     generation: int
     upserted: int
     removed: int
     rows: int
+    position: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -86,15 +90,18 @@ def _store_ids(store: Store) -> np.ndarray:
     return np.array([pk for (pk,) in rows], dtype=np.int64)
 
 
-def sync(backend: MirroredBackend, store: Store, dimension: int) -> SyncReport:
+def sync(backend: MirroredBackend, store: Store, dimension: int | None = None) -> SyncReport:
     """Make ``backend`` hold exactly the store's chunks: upsert every chunk (a reused row id
-    gets its new contents), then remove the engine's rows the store does not have.
+    gets its new contents), then remove the engine's rows the store does not have, then
+    record the change-log position read with the rows (``backend.position``).
 
     Call it holding the KB's write lock (as ``KnowledgeBase.repair`` does): a write committed
     by another process while it runs would otherwise have its engine rows removed, or a
     deleted chunk put back."""
+    dimension = backend.dimension if dimension is None else dimension
     with _snapshot(store):
         generation = store.generation()
+        position = store.index_position().current
         upserted = 0
         for ids, vectors, texts in _pages(store, dimension):
             backend.add(ids, vectors, texts)
@@ -102,7 +109,19 @@ def sync(backend: MirroredBackend, store: Store, dimension: int) -> SyncReport:
         wanted = _store_ids(store)
     extra = np.setdiff1d(backend.ids(), wanted, assume_unique=True)
     backend.remove(extra)
-    return SyncReport(generation, upserted, len(extra), len(backend))
+    backend.position = position
+    return SyncReport(generation, upserted, len(extra), len(backend), position)
+
+
+def follow(backend: MirroredBackend, store: Store) -> str:
+    """Bring ``backend`` to the store's current position: from the change log when it reaches
+    back to the backend's position (``"caught up"``), else by a full :func:`sync`
+    (``"reloaded"``). Same locking rule as :func:`sync`."""
+    with _snapshot(store):
+        if catch_up(backend, store):
+            return "caught up"
+    sync(backend, store)
+    return "reloaded"
 
 
 def check(backend: MirroredBackend, store: Store, dimension: int, *,
