@@ -232,3 +232,20 @@ def test_a_write_over_its_time_limit_or_lock_wait_writes_nothing(demo_kb_dir: Pa
             assert kb.search("kayaks rented", k=1)  # a reader needs no lock
         fcntl.flock(handle, fcntl.LOCK_UN)
     assert _snapshot(demo_kb_dir) == before
+
+
+def test_documents_per_writer_follows_every_write(demo_kb_dir: Path) -> None:
+    """The track-record counts Ring 2 reads on every question are kept between writes and
+    follow each ingest and delete, in this process and in another KB handle."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        before = kb.documents_per_writer()
+        assert kb.documents_per_writer() == before  # kept: nothing was written
+        kb.ingest([Document("note-1", "A brand new note about the harbour ferry timetable.")],
+                  tier="neutral", writer="newcomer")
+        assert kb.documents_per_writer() == before | {"newcomer": 1}
+        with KnowledgeBase.open(demo_kb_dir) as other:
+            other.ingest([Document("note-2", "A second note, on the ferry's winter fares.")],
+                         tier="neutral", writer="newcomer")
+        assert kb.documents_per_writer()["newcomer"] == 2  # the other handle's write is seen
+        kb.delete("note-1", by="admin")
+        assert kb.documents_per_writer()["newcomer"] == 1
