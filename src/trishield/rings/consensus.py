@@ -196,13 +196,22 @@ def stated_claims(round_: Round, passages: Sequence[ContextPassage],
     has nothing a passage could contain, so it counts only through an agreeing statement."""
     claims = []
     for group in group_answers(round_.votes, question):
-        answers = sorted((v.answer for v in group), key=len)
-        for candidate in sorted(answers, key=lambda a: polarity(a) is not None):
-            support = supporting_passages(candidate, passages, question)
-            if support:
-                claims.append(StatedClaim(candidate, support, len(group)))
-                break
+        answer, support = first_stated([v.answer for v in group], passages, question)
+        if support:
+            claims.append(StatedClaim(answer, support, len(group)))
     return claims
+
+
+def first_stated(answers: Sequence[str], passages: Sequence[ContextPassage],
+                 question: str) -> tuple[str, list[ContextPassage]]:
+    """The first of ``answers`` (shortest first, statements before a bare yes/no) that a
+    passage states, with those passages; else the shortest answer and no passage."""
+    ordered = sorted(sorted(answers, key=len), key=lambda a: polarity(a) is not None)
+    for candidate in ordered:
+        support = supporting_passages(candidate, passages, question)
+        if support:
+            return candidate, support
+    return ordered[0], []
 
 
 def context_evidence(question: str, passages: Sequence[ContextPassage]) -> Evidence:
@@ -296,17 +305,19 @@ class Consensus:
             return ConsensusResult(None, True, verdict.reason if verdict else "", rounds,
                                    verdict=verdict)
         final.winner = chosen.answer
-        documents = {p.doc_id for p in chosen.support}
-        support_ids = [p.id for p in chosen.support]
-        if (self.config.require_support and len(documents) == 1
-                and all(p.tier in self.config.low_trust_tiers for p in chosen.support)):
-            return ConsensusResult(None, True, f"insufficient evidence: the answer "
-                                   f"{chosen.answer!r} rests on a single low-trust source "
-                                   f"({chosen.support[0].doc_id})", rounds, support_ids,
-                                   verdict=verdict)
         reason = ("agreed" if verdict is None else f"weighed: {verdict.reason}")
-        return ConsensusResult(chosen.answer, False, reason, rounds, support_ids,
-                               verdict=verdict)
+        return self._given(chosen.answer, chosen.support, rounds, reason, verdict)
+
+    def _given(self, answer: str, support: Sequence[ContextPassage], rounds: list[Round],
+               reason: str, verdict: Verdict | None = None) -> ConsensusResult:
+        """``answer``, stated by ``support``, unless all of it is one low-trust document."""
+        support_ids = [p.id for p in support]
+        if (self.config.require_support and len({p.doc_id for p in support}) == 1
+                and all(p.tier in self.config.low_trust_tiers for p in support)):
+            return ConsensusResult(None, True, f"insufficient evidence: the answer {answer!r} "
+                                   f"rests on a single low-trust source ({support[0].doc_id})",
+                                   rounds, support_ids, verdict=verdict)
+        return ConsensusResult(answer, False, reason, rounds, support_ids, verdict=verdict)
 
     def _weigh(self, claims: list[StatedClaim], evidence: Evidence,
                panel_size: int) -> tuple[StatedClaim | None, Verdict | None]:
@@ -337,20 +348,10 @@ class Consensus:
                        rounds: list[Round]) -> ConsensusResult:
         """Whether the answer (the first of ``answers`` a passage states) is stated by
         ``passages``: the last check before a weighed claim is given."""
-        answer, support = answers[0], []
-        for candidate in sorted(answers, key=lambda a: polarity(a) is not None):
-            support = supporting_passages(candidate, passages, question)
-            if support:
-                answer = candidate
-                break
-        support_ids = [p.id for p in support]
-        if self.config.require_support and not support:
-            return ConsensusResult(None, True, f"insufficient evidence: no context passage "
-                                   f"supports the answer {answer!r}", rounds)
-        documents = {p.doc_id for p in support}
-        if (self.config.require_support and len(documents) == 1
-                and all(p.tier in self.config.low_trust_tiers for p in support)):
-            return ConsensusResult(None, True, f"insufficient evidence: the answer {answer!r} "
-                                   f"rests on a single low-trust source ({support[0].doc_id})",
-                                   rounds, support_ids)
-        return ConsensusResult(answer, False, "agreed", rounds, support_ids)
+        answer, support = first_stated(answers, passages, question)
+        if not support:
+            if self.config.require_support:
+                return ConsensusResult(None, True, f"insufficient evidence: no context passage "
+                                       f"supports the answer {answer!r}", rounds)
+            return ConsensusResult(answer, False, "agreed", rounds)
+        return self._given(answer, support, rounds, "agreed")
