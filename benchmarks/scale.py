@@ -361,12 +361,7 @@ def index_only(rows: int, kinds: list[str], synthetic: Synthetic) -> dict[str, o
                                   "memory_mb": round(memory / 2 ** 20, 1),
                                   "memory_per_million_gb": round(memory / rows * 1e6 / 2 ** 30, 3)}
         exact = (lambda found: vectors[found - 1]) if dense.trained else None
-        times, recalls = [], []
-        for query, expected in zip(queries, truth, strict=True):
-            started = time.perf_counter()
-            found = dense.search(query, K, exact=exact)
-            times.append(time.perf_counter() - started)
-            recalls.append(len({pk for pk, _ in found} & expected) / K)
+        times, recalls = timed_searches(dense, queries, truth, exact)
         row["search_threads_1"] = percentiles(times)
         row["recall_at_20"] = round(float(np.mean(recalls)), 4)
         if dense.trained:
@@ -380,6 +375,18 @@ def index_only(rows: int, kinds: list[str], synthetic: Synthetic) -> dict[str, o
     return figures
 
 
+def timed_searches(dense, queries: np.ndarray, truth: list[set[int]],
+                   exact) -> tuple[list[float], list[float]]:
+    """Each query's k=20 search time and its recall@20 against the exact neighbours."""
+    times, recalls = [], []
+    for query, expected in zip(queries, truth, strict=True):
+        started = time.perf_counter()
+        found = dense.search(query, K, exact=exact)
+        times.append(time.perf_counter() - started)
+        recalls.append(len({pk for pk, _ in found} & expected) / K)
+    return times, recalls
+
+
 def rescoring_sweep(dense, queries: np.ndarray, truth: list[set[int]],
                     exact) -> dict[str, object]:
     """Recall@20 and latency of one trained IVF-PQ index at each nprobe and re-scoring depth
@@ -390,12 +397,7 @@ def rescoring_sweep(dense, queries: np.ndarray, truth: list[set[int]],
         for nprobe in (32, 64):
             for rerank in (8, 16, 24, 32):
                 indexes.IVF_NPROBE, indexes.IVF_RERANK = nprobe, rerank
-                times, recalls = [], []
-                for query, expected in zip(queries, truth, strict=True):
-                    started = time.perf_counter()
-                    found = dense.search(query, K, exact=exact)
-                    times.append(time.perf_counter() - started)
-                    recalls.append(len({pk for pk, _ in found} & expected) / K)
+                times, recalls = timed_searches(dense, queries, truth, exact)
                 key = f"nprobe {nprobe}, re-score {rerank} x k"
                 sweep[key] = {"recall_at_20": round(float(np.mean(recalls)), 4),
                               **percentiles(times)}
