@@ -49,6 +49,14 @@ def test_show_prints_a_file_that_loads_back_to_the_same_settings(tmp_path: Path)
     assert load_settings(shown) == load_settings(path)
 
 
+def test_show_round_trips_the_second_reader(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[panel]\nsecond_reader = "qwen2.5-1.5b"\n')
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(path)])
+    assert result.exit_code == 0 and 'second_reader = "qwen2.5-1.5b"' in result.output
+    shown = _write(tmp_path, result.output, "shown.toml")
+    assert load_settings(shown).second_reader == "qwen2.5-1.5b"
+
+
 def test_show_without_a_file_prints_the_defaults(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["config", "show"])
     assert result.exit_code == 0, result.output

@@ -189,3 +189,30 @@ def test_closed_domain_mode_refuses_what_the_kb_never_mentions(demo_kb_dir: Path
     assert not canada.refused and canada.trace.ring2.unknown_terms == []
     assert open_domain.trace.ring2.unknown_terms is None  # closed-domain mode off
     assert "never mentions" not in open_domain.reason
+
+
+class InventingReader:
+    """Test double for a small LLM that answers with words no passage holds."""
+
+    name, vendor, uses_llm = "inventing", "test double", False
+
+    def answer(self, question, passages):
+        from trishield.llm.base import ReaderAnswer
+        return ReaderAnswer(text="the moon", citations=[], refused=False, raw="the moon",
+                            prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False,
+                            model=self.name)
+
+
+def test_the_second_reader_answers_where_the_first_misread(demo_kb_dir: Path) -> None:
+    """Without a second reader the invented answer is refused; with one (here the extractive
+    reader) its stated answer is given and the trace says the second reader was asked."""
+    question = "How much does shipping to Canada cost?"
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        alone = build_defense("full", kb, [InventingReader()]).ask(question)
+        helped = build_defense("full", kb, [InventingReader()],
+                               second_reader=ExtractiveReader()).ask(question)
+    assert alone.refused and "no context passage supports" in alone.reason
+    assert not helped.refused and "$15" in helped.answer
+    assert helped.trace.ring3 is not None and helped.trace.ring3.escalated
+    assert [m.name for m in helped.trace.panel] == ["inventing", "extractive"]
+    assert "second reader, extractive" in helped.reason

@@ -431,3 +431,46 @@ def test_a_citation_mark_does_not_glue_to_the_word_before_it() -> None:
                              "Jackie was a regular in the spin-off.[40] She also returned.")
     assert supporting_passages("Jackie was a regular in the spin-off", [passage],
                                "who was a regular")
+
+
+def test_the_second_reader_recovers_an_answer_the_first_misread() -> None:
+    """One model answers with words no passage holds: the second reader is asked once, on
+    the same context, and its answer is given because a passage states it."""
+    first = ScriptedReader("small", lambda ids: "1901")
+    second = ScriptedReader("strong", lambda ids: "23 episodes")
+    result = Consensus([first], second_reader=second).decide("how many episodes", CONTEXT,
+                                                             use_panel=False)
+    assert (result.answer, result.refused, result.escalated) == ("23 episodes", False, True)
+    assert [v.member for r in result.rounds for v in r.votes] == ["small", "strong"]
+    assert "second reader, strong" in result.reason and not result.retried
+    assert set(result.support) == {"gt#0", "gt2#0"}
+
+
+def test_the_second_reader_passes_the_same_evidence_checks() -> None:
+    """Its answer must be stated (an invented one is refused, naming both readers' failure),
+    and a lone low-trust source is not believed because the stronger model read it."""
+    first = ScriptedReader("small", lambda ids: "I don't know")
+    invents = ScriptedReader("strong", lambda ids: "42")
+    refused = Consensus([first], second_reader=invents).decide("how many episodes", CONTEXT,
+                                                               use_panel=False)
+    assert refused.refused and refused.escalated and invents.calls == 1
+    assert "declined" in refused.reason and "second reader (strong)" in refused.reason
+    poisoned = ScriptedReader("strong", lambda ids: "24")
+    lone = Consensus([ScriptedReader("small", lambda ids: "1901")], second_reader=poisoned,
+                     config=ConsensusConfig(retry=False)).decide("how many episodes", CONTEXT,
+                                                                 use_panel=False)
+    assert lone.refused and "single low-trust source" in lone.reason
+
+
+def test_the_second_reader_is_not_asked_when_an_answer_is_stated_or_claims_conflict() -> None:
+    second = ScriptedReader("strong", lambda ids: "23")
+    stated = Consensus([ScriptedReader("a", lambda ids: "23")], second_reader=second).decide(
+        "how many episodes", CONTEXT, use_panel=False)
+    assert stated.answer == "23" and not stated.escalated
+    context = [_passage("song#0", 0.9, "The song was written by Ann Lee and first recorded "
+                                       "by Bo Diaz in 1961."),
+               _passage("song#1", 0.8, "Bo Diaz recorded it in Memphis.")]
+    even = [ScriptedReader("a", lambda ids: "Ann Lee"), ScriptedReader("b", lambda ids: "Bo Diaz")]
+    disputed = Consensus(even, second_reader=second).decide("who recorded the song", context)
+    assert disputed.refused and "conflicting sources" in disputed.reason
+    assert second.calls == 0 and not disputed.escalated

@@ -91,6 +91,9 @@ def test_overrides_are_validated_in_one_place() -> None:
     ({"ring1": {"patterns": {}}}, "[ring1] unknown key 'patterns'; allowed: flag_theta,"),
     ({"retrieval": {"bogus": 1}}, "allowed: backend, context, detect_conflicts"),
     ({"panel": {"members": [""]}}, "[panel] members: must be a list of model names"),
+    ({"panel": {"second_reader": ""}}, "[panel] second_reader: must be a model name"),
+    ({"panel": {"second_reader": 3}}, "[panel] second_reader: must be a model name"),
+    ({"panel": {"second": "x"}}, "allowed: members, remote, second_reader"),
 ])
 def test_file_errors_name_section_and_key(raw: dict, message: str) -> None:
     with pytest.raises(InputError) as raised:
@@ -116,3 +119,12 @@ def test_types_from_the_file_are_normalised(tmp_path: Path) -> None:
     assert settings.pipeline.consensus.tau == 1.0
     assert settings.pipeline.consensus.low_trust_tiers == ("untrusted", "neutral")
     assert settings.pipeline.scorer.min_relevance == {"dense": 1.0}
+
+
+def test_the_second_reader_is_off_unless_configured() -> None:
+    """Absent, Ring 3 refuses an answer no passage states; named, that model is asked."""
+    assert Settings().second_reader is None
+    assert settings_from_dict({}).as_dict()["second_reader"] is None
+    named = settings_from_dict({"panel": {"second_reader": "qwen2.5-1.5b"}})
+    assert named.second_reader == "qwen2.5-1.5b"
+    assert named.as_dict()["second_reader"] == "qwen2.5-1.5b"

@@ -33,7 +33,7 @@ from trishield.kb.ingest_report import ProgressCallback
 from trishield.kb.loaders import MAX_FILE_BYTES, FailedFile, FileProgress, LoadedBatch
 from trishield.kb.screening import Screener
 from trishield.llm.base import Reader
-from trishield.llm.panel import build_panel
+from trishield.llm.panel import build_panel, build_second_reader
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 from trishield.pipeline import Pipeline
 from trishield.rings.ingest_guard import IngestGuard
@@ -65,7 +65,8 @@ def defend(source: KnowledgeBase | Retriever, defense: str = "full", *,
     show``."""
     settings = settings or Settings()
     readers = list(panel) if panel is not None else build_panel(settings.panel)
-    return build_defense(defense, source, readers, config=settings.pipeline, options=options)
+    return build_defense(defense, source, readers, config=settings.pipeline, options=options,
+                         second_reader=build_second_reader(settings.second_reader))
 
 
 @dataclass(frozen=True)

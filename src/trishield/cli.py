@@ -183,7 +183,7 @@ def _ask_locally(kb_dir: Path, question: str, defense: str, backend: str | None,
                  config_file: Path | None) -> Answer:
     from trishield.defenses import build_defense
     from trishield.kb import KnowledgeBase
-    from trishield.llm.panel import build_panel, parse_panel_option
+    from trishield.llm.panel import build_panel, build_second_reader, parse_panel_option
     from trishield.settings import load_settings
     from trishield.telemetry import Telemetry
 
@@ -194,7 +194,9 @@ def _ask_locally(kb_dir: Path, question: str, defense: str, backend: str | None,
     try:
         with KnowledgeBase.open(kb_dir) as kb:
             panel = build_panel(settings.panel, use_cache=not no_cache)
-            return build_defense(defense, kb, panel, config=settings.pipeline).ask(
+            second = build_second_reader(settings.second_reader, use_cache=not no_cache)
+            return build_defense(defense, kb, panel, config=settings.pipeline,
+                                 second_reader=second).ask(
                 question, observer=None if telemetry is None else telemetry.observer())
     finally:
         if telemetry is not None:

@@ -86,6 +86,9 @@ class Settings:
 
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     panel: Annotated[tuple[MemberSpec, ...], BeforeValidator(list_to_tuple)] = DEFAULT_PANEL
+    second_reader: str | None = None
+    """Ring 3's second reader (``[panel] second_reader``), asked only when the panel's answer
+    is in no passage; ``None``: refuse then (see docs/design.md, "The second reader")."""
 
     @field_validator("panel")
     @classmethod
@@ -98,7 +101,8 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return {"pipeline": dataclasses.asdict(self.pipeline),
-                "panel": [m if isinstance(m, str) else dict(m) for m in self.panel]}
+                "panel": [m if isinstance(m, str) else dict(m) for m in self.panel],
+                "second_reader": self.second_reader}
 
     def with_overrides(self, *, backend: str | None = None, gate: str | None = None,
                        panel: Sequence[MemberSpec] | None = None) -> Settings:
@@ -215,11 +219,19 @@ def _build(owner: type[_Config], values: Mapping[str, Any], where: Where) -> _Co
     return _validated(lambda: owner(**values), where, owner)
 
 
+def _second_reader(values: dict[str, Any]) -> str | None:
+    """``[panel] second_reader``: a model name, or absent for none."""
+    second = values.get("second_reader")
+    if second is not None and not (isinstance(second, str) and second.strip()):
+        raise InputError("[panel] second_reader: must be a model name (omit it for none)")
+    return second
+
+
 def _panel(values: dict[str, Any]) -> tuple[MemberSpec, ...]:
-    unknown = set(values) - {"members", "remote"}
+    unknown = set(values) - {"members", "remote", "second_reader"}
     if unknown:
         raise InputError(f"[panel] unknown key(s) {', '.join(sorted(unknown))}; "
-                         "allowed: members, remote")
+                         "allowed: members, remote, second_reader")
     members = values.get("members", list(DEFAULT_PANEL))
     if not isinstance(members, list) or not all(isinstance(m, str) and m for m in members):
         raise InputError("[panel] members: must be a list of model names")
@@ -251,7 +263,9 @@ def settings_from_dict(raw: Mapping[str, Any]) -> Settings:
     pipeline = _validated(lambda: PipelineConfig(
         backend=backend, guard=guard, scorer=scorer, consensus=consensus), "retrieval")
     panel = _panel(raw.get("panel", {}))
-    return _validated(lambda: Settings(pipeline=pipeline, panel=panel), "panel")
+    second = _second_reader(raw.get("panel", {}))
+    return _validated(lambda: Settings(pipeline=pipeline, panel=panel, second_reader=second),
+                      "panel")
 
 
 def load_settings(path: str | Path | None) -> Settings:

@@ -55,7 +55,8 @@ def to_toml(settings: Settings, *, source: str | None = None) -> str:
     lines = [f"# TriShield effective configuration ({origin})",
              *_table("[retrieval]", retrieval), "", *_table("[ring1]", ring1), "",
              *_table("[ring2]", ring2), "", *_table("[ring3]", pipeline["consensus"]), "",
-             *_table("[panel]", {"members": members})]
+             *_table("[panel]", {"members": members,
+                                 "second_reader": settings.second_reader})]
     for remote in (m for m in settings.panel if not isinstance(m, str)):
         lines += ["", *_table("[[panel.remote]]", remote)]
     return "\n".join(lines) + "\n"

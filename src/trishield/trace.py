@@ -241,6 +241,8 @@ class Ring3Trace(_Row):
     rounds: list[RoundRow]
     support: list[str]
     retried: bool
+    escalated: bool = False
+    """Whether the second reader was asked (no stated claim after the panel's round)."""
 
 
 class RemovedRow(_Row):

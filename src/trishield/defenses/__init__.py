@@ -34,6 +34,8 @@ class DefenseSpec:
     panel: Sequence[Reader]
     config: PipelineConfig = field(default_factory=PipelineConfig)
     options: Mapping[str, Any] = field(default_factory=dict)
+    second_reader: Reader | None = None
+    """Ring 3's second reader, asked only when the panel's answer is in no passage."""
 
 
 DefenseBuilder = Callable[[str, DefenseSpec], Pipeline]
@@ -49,9 +51,11 @@ def as_retriever(source: KnowledgeBase | Retriever, backend: str) -> Retriever:
 
 def build_defense(name: str, source: KnowledgeBase | Retriever, panel: Sequence[Reader], *,
                   config: PipelineConfig | None = None,
-                  options: Mapping[str, Any] | None = None) -> Pipeline:
+                  options: Mapping[str, Any] | None = None,
+                  second_reader: Reader | None = None) -> Pipeline:
     """The defense called ``name`` over ``source`` (a KB, searched with ``config.backend``,
-    or any :class:`~trishield.stages.Retriever`), answering with ``panel``."""
+    or any :class:`~trishield.stages.Retriever`), answering with ``panel`` (and, in Ring 3,
+    ``second_reader`` where the panel's answer is in no passage)."""
     entry = DEFENSES.entry(name)
     if not panel:
         raise InputError("the pipeline needs at least one reader")
@@ -62,7 +66,8 @@ def build_defense(name: str, source: KnowledgeBase | Retriever, panel: Sequence[
     if unknown:
         raise InputError(f"unknown config key(s) for {name}: {', '.join(unknown)}; known: "
                          f"{', '.join(sorted(allowed)) or 'none'}")
-    spec = DefenseSpec(as_retriever(source, config.backend), list(panel), config, options)
+    spec = DefenseSpec(as_retriever(source, config.backend), list(panel), config, options,
+                       second_reader)
     return entry.value(name, spec)
 
 

@@ -96,10 +96,11 @@ class PanelConsensus:
 
     name = "ring3"
 
-    def __init__(self, panel: Sequence[Reader], config: ConsensusConfig | None = None):
+    def __init__(self, panel: Sequence[Reader], config: ConsensusConfig | None = None, *,
+                 second_reader: Reader | None = None):
         self.config = config or ConsensusConfig()
-        self.consensus = Consensus(panel, self.config)
-        self.readers = list(panel)
+        self.consensus = Consensus(panel, self.config, second_reader=second_reader)
+        self.readers = list(panel) + ([second_reader] if second_reader is not None else [])
 
     def gate(self, run: Run, context: Sequence[ContextPassage],
              sides: Sequence[Source] = ()) -> tuple[bool, list[str]]:

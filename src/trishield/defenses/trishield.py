@@ -42,7 +42,8 @@ def build_trishield(name: str, spec: DefenseSpec) -> Pipeline:
     reranker = Ring2Reranker(config.scorer, backend=spec.retriever.name) if 2 in rings else None
     answerer: Answerer
     if 3 in rings:
-        answerer = PanelConsensus(spec.panel, config.consensus)
+        answerer = PanelConsensus(spec.panel, config.consensus,
+                                  second_reader=spec.second_reader)
     else:
         # the undefended baseline reads in retrieval order, as a normal RAG pipeline does
         answerer = SingleReader(spec.panel[0], order="trust" if rings else "retrieval",

@@ -59,6 +59,13 @@ def build_panel(specs: Sequence[MemberSpec] = DEFAULT_PANEL, *,
     return [build_reader(spec, cache=cache) for spec in specs]
 
 
+def build_second_reader(spec: MemberSpec | None, *, use_cache: bool = True) -> Reader | None:
+    """Ring 3's second reader from its specification (``None``: there is none)."""
+    if spec is None:
+        return None
+    return build_reader(spec, cache=ResponseCache() if use_cache else None)
+
+
 def parse_panel_option(value: str) -> list[str]:
     """``--panel a,b,c`` -> ``["a", "b", "c"]`` with empty names rejected."""
     names = [part.strip() for part in value.split(",")]

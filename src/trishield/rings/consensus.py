@@ -10,6 +10,11 @@ evidence cannot tell them apart because they rest on one source, the readers dis
 what that source says and the larger group needs ``tau`` of the panel. Without an answer
 the least-trusted third of the context is dropped and the panel asked once more; then
 TriShield answers or refuses with the reason.
+
+A *second reader* (optional; a stronger model than the panel's first member) is asked only
+when a round leaves no stated claim: the first model's answer is in no passage, or every
+member declined. Its answer must pass the same evidence check, so it can recover a misread
+answer but never brings in an answer the context does not state.
 """
 
 from __future__ import annotations
@@ -114,6 +119,8 @@ class ConsensusResult:
     retried: bool = False
     """Whether the panel was asked again without the least-trusted third (a contested
     question's rounds are one per source, not retries)."""
+    escalated: bool = False
+    """Whether the second reader was asked because a round left no stated claim."""
     verdict: Verdict | None = None
     """When the panel's answers made several stated claims: how their evidence was weighed
     (the trace's evidence section shows it)."""
@@ -121,7 +128,7 @@ class ConsensusResult:
     def as_dict(self) -> dict[str, object]:
         return {"answer": self.answer, "refused": self.refused, "reason": self.reason,
                 "rounds": [r.as_dict() for r in self.rounds], "support": self.support,
-                "retried": self.retried}
+                "retried": self.retried, "escalated": self.escalated}
 
 
 def presented_to(member: Reader, passages: Sequence[ContextPassage]) -> list[tuple[str, str]]:
@@ -239,11 +246,16 @@ def same_source(evidence: Evidence, first: Sequence[ContextPassage],
 
 
 class Consensus:
-    def __init__(self, panel: Sequence[Reader], config: ConsensusConfig | None = None):
+    """The panel's rounds, settled on the evidence; ``second_reader`` (optional) is asked only
+    when a round leaves no stated claim (see the module docstring)."""
+
+    def __init__(self, panel: Sequence[Reader], config: ConsensusConfig | None = None, *,
+                 second_reader: Reader | None = None):
         if not panel:
             raise ValueError("the panel needs at least one member")
         self.panel = list(panel)
         self.config = config or ConsensusConfig()
+        self.second_reader = second_reader
 
     def _round(self, question: str, passages: Sequence[ContextPassage],
                members: Sequence[Reader]) -> Round:
@@ -273,13 +285,36 @@ class Consensus:
         current = list(passages)
         rounds = [self._round(question, current, members)]
         result = self._settle(question, rounds, current, evidence, members)
+        escalated = False
+        if result.refused and self._unstated(rounds[-1], current, question):
+            second = self.second_reader
+            assert second is not None  # _unstated is False without one
+            rounds.append(self._round(question, current, [second]))
+            heard = self._settle(question, rounds, current, evidence, [second])
+            escalated = True
+            if heard.refused:
+                heard.reason = (f"{result.reason}; the second reader ({second.name}) did not "
+                                f"resolve it: {heard.reason}")
+            else:
+                heard.reason += (f" (by the second reader, {second.name}: the first answer "
+                                 "was in no passage)")
+            result = heard
         if result.refused and self.config.retry and use_panel and len(passages) > 1:
             current = drop_least_trusted(passages, self.config.drop_fraction)
             rounds.append(self._round(question, current, members))
             result = self._settle(question, rounds, current, evidence, members)
             if result.refused and "after dropping" not in result.reason:
                 result.reason += " (also after dropping the least-trusted third)"
-        return replace(result, retried=len(rounds) > 1)
+        return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated)
+
+    def _unstated(self, round_: Round, passages: Sequence[ContextPassage],
+                  question: str) -> bool:
+        """Whether the second reader should be asked: there is one, and the round left no
+        stated claim (every answer is in no passage, or every member declined). A conflict
+        between stated claims is the evidence's to settle, not a stronger reader's."""
+        if self.second_reader is None:
+            return False
+        return not stated_claims(round_, passages, question)
 
     def _settle(self, question: str, rounds: list[Round], passages: Sequence[ContextPassage],
                 evidence: Evidence, members: Sequence[Reader]) -> ConsensusResult:

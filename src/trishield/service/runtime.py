@@ -126,6 +126,9 @@ class Runtime:
         self._cache = ResponseCache() if config.use_cache else None
         self._readers: dict[str, Reader] = {}
         self._readers_lock = threading.Lock()
+        second = config.settings.second_reader
+        self.second_reader = (None if second is None
+                              else build_reader(second, cache=self._cache))
         self.default_specs = {_member_name(spec): spec for spec in config.settings.panel}
         # a request may pick among these only: naming any model would let a reader make the
         # server load (and keep in memory) every model it knows
@@ -231,4 +234,5 @@ class Runtime:
     def pipeline(self, kb: KnowledgeBase, panel: list[Reader], backend: str | None,
                  gate: str | None, defense: str) -> Pipeline:
         config = self.config.settings.pipeline.with_overrides(backend=backend, gate=gate)
-        return build_defense(defense, kb, panel, config=config)
+        return build_defense(defense, kb, panel, config=config,
+                             second_reader=self.second_reader)

@@ -63,13 +63,15 @@ def validate(names: Sequence[str]) -> tuple[str, ...]:
 
 def make_asker(name: str, retriever: Retriever, panel: Sequence[Reader],
                config: PipelineConfig,
-               baseline_config: dict[str, Any] | None = None) -> Callable[[str], Answer]:
+               baseline_config: dict[str, Any] | None = None, *,
+               second_reader: Reader | None = None) -> Callable[[str], Answer]:
     """``ask(question)`` for the row ``name`` over ``retriever`` (a KB or a conditioned
-    view); baselines answer with the first panel member."""
+    view); baselines answer with the first panel member, TriShield's Ring 3 may ask
+    ``second_reader`` where the panel's answer is in no passage."""
     info(name)
     if name in TRISHIELD:
         defense, gate = TRISHIELD[name]
         return build_defense(defense, retriever, panel, config=config,
-                             options={"gate": gate}).ask
+                             options={"gate": gate}, second_reader=second_reader).ask
     return build_defense(name, retriever, panel[:1], config=config,
                          options=(baseline_config or {}).get(name)).ask
