@@ -156,6 +156,14 @@ def _query_words(query: str) -> tuple[str, ...]:
     return tuple(words(normalise(query).text))
 
 
+@lru_cache(maxsize=256)
+def _quote_needle(query: str) -> str | None:
+    """What :attr:`TextSignals.words` holds, space-delimited, when the text quotes ``query``
+    (``None``: too short a query to count as quoted)."""
+    wanted = _query_words(query)
+    return f" {' '.join(wanted)} " if len(wanted) >= 3 else None
+
+
 @dataclass(frozen=True)
 class TextSignals:
     """What the pattern detectors find in a text whatever the question: computed once per
@@ -238,8 +246,8 @@ def quoted_query(signals: TextSignals, text: str, query: str) -> str | None:
     """The words of ``text`` (as written) that quote the normalised ``query``, if any. The
     substring test on :attr:`TextSignals.words` is exact as a filter (a quote's words are
     consecutive words of the text); only a passage that passes it is normalised again."""
-    wanted = _query_words(query)
-    if len(wanted) < 3 or f" {' '.join(wanted)} " not in f" {signals.words} ":
+    needle = _quote_needle(query)
+    if needle is None or needle not in f" {signals.words} ":
         return None
     plain = normalise(text)
     quoted = _quoted_query(plain, query)

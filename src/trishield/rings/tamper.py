@@ -356,12 +356,14 @@ def pool_tampered_copies(ids: list[str], doc_ids: list[str], texts: list[str],
     ``tokenised`` gives each passage's :func:`tokens` (a stored analysis's); either way each
     passage is tokenised at most once, and only when another writer's passage is in the pool
     (a pool from one writer compares nothing)."""
-    passages = [StoredNeighbour(doc_id=d, chunk_id=i, writer=w, tier=t, text=x,
-                                similarity=float("nan"))
-                for i, d, x, t, w in zip(ids, doc_ids, texts, tiers, writers, strict=True)]
     made = (list(tokenised) if tokenised is not None else [None] * len(texts))
     if len(made) != len(texts):
         raise ValueError(f"{len(made)} tokenisations for {len(texts)} passages")
+    if len(set(writers)) < 2:
+        return [None] * len(ids)  # one writer (or none): no passage has another's to copy
+    passages = [StoredNeighbour(doc_id=d, chunk_id=i, writer=w, tier=t, text=x,
+                                similarity=float("nan"))
+                for i, d, x, t, w in zip(ids, doc_ids, texts, tiers, writers, strict=True)]
     lazy = [_Tokenised(text, make) for text, make in zip(texts, made, strict=True)]
     found: list[TamperedCopy | None] = []
     for number, (doc_id, tier, writer) in enumerate(zip(doc_ids, tiers, writers, strict=True)):
