@@ -36,6 +36,7 @@ from trishield.llm.base import Reader
 from trishield.llm.panel import build_panel, build_second_reader
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 from trishield.pipeline import Pipeline
+from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.settings import Settings
 from trishield.stages import Retriever, Run, candidate_row
@@ -48,11 +49,13 @@ def open_kb(path: str | Path, *, create: bool = False, guard: bool = True,
 
     ``guard`` (default on, as in ``trishield ingest``): every ``kb.ingest`` is screened by
     Ring 1 and what it blocks goes to the quarantine instead of the index (documents of
-    trusted writers are scored, never quarantined). ``options`` go to
+    trusted writers are scored, never quarantined). Every chunk written is analysed for Ring 1
+    at query time (:mod:`trishield.rings.analysis`), guard or not. ``options`` go to
     :meth:`KnowledgeBase.open` (embedding model, chunking, dense index kind).
     """
     settings = settings or Settings()
     screener = IngestGuard(settings.pipeline.guard) if guard else None
+    options.setdefault("analyser", DEFAULT_ANALYSER)
     return KnowledgeBase.open(path, create=create, screener=screener, **options)
 
 

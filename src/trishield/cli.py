@@ -690,16 +690,24 @@ def engine_status(kb_dir: Path, json_output: bool) -> None:
 @json_option
 def compact(kb_dir: Path, json_output: bool) -> None:
     """Rebuild the dense index of --kb from the database (drops HNSW tombstones, trains
-    IVF-PQ for the KB's size), merge the lexical index and prune the change log."""
+    IVF-PQ for the KB's size), merge the lexical index and prune the change log. First,
+    analyse for Ring 1 every chunk whose stored analysis is missing or stale (KBs built
+    before it was stored), with progress on stderr."""
     from trishield.kb import KnowledgeBase
+    from trishield.rings.analysis import DEFAULT_ANALYSER
 
-    with KnowledgeBase.open(kb_dir) as kb:
-        report = kb.compact()
+    def say(message: str) -> None:
+        click.echo(message, err=True)
+
+    with KnowledgeBase.open(kb_dir, analyser=DEFAULT_ANALYSER) as kb:
+        report = kb.compact(say=say)
     if json_output:
         _print_json(report)
         return
+    analyses = report["analyses"]
     console.print(f"compacted {report['chunks']} chunks ({report['dense_index']}, "
-                  f"{report['tombstones_dropped']} tombstones dropped) in {report['seconds']} s")
+                  f"{report['tombstones_dropped']} tombstones dropped; {analyses['analysed']} "
+                  f"Ring 1 analyses backfilled) in {report['seconds']} s")
 
 
 @cli.command()

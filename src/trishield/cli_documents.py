@@ -166,6 +166,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     from trishield.kb.datasets import load_named
     from trishield.kb.engines.config import EngineConfig
     from trishield.kb.loaders import with_id_prefix
+    from trishield.rings.analysis import DEFAULT_ANALYSER
     from trishield.rings.ingest_guard import IngestGuard
     from trishield.settings import load_settings
 
@@ -193,7 +194,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
             source = str(path.absolute())
         with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
                                 chunking=chunking, dense_index=dense_index,
-                                engine=engine) as kb:
+                                engine=engine, analyser=DEFAULT_ANALYSER) as kb:
             try:
                 result = ingest_loaded(kb, batch, source=source, tier=tier, writer=writer,
                                        batch_size=batch_size, update=update, guard=screen,
@@ -420,8 +421,9 @@ def quarantine_release(doc_ids: tuple[str, ...], kb_dir: Path, writer: str | Non
     audited step: all of them or, when one is not held, none."""
     from trishield.api import release_quarantined
     from trishield.kb import KnowledgeBase
+    from trishield.rings.analysis import DEFAULT_ANALYSER
 
-    with KnowledgeBase.open(kb_dir) as kb:
+    with KnowledgeBase.open(kb_dir, analyser=DEFAULT_ANALYSER) as kb:
         report = release_quarantined(kb, list(doc_ids), writer=writer, by=by)
     for doc_id in report.added:
         console.print(f"released {escape(doc_id)} into {escape(str(kb_dir))}; audited as "

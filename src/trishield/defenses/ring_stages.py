@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from trishield.kb.retrieval import Candidate
+from trishield.rings.analysis import DEFAULT_ANALYSER, PassageAnalyser
 from trishield.rings.evidence import Evidence, EvidenceConfig, Item
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard, outlier_scores
 from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, out_of_scope_terms
@@ -35,25 +36,32 @@ class Ring1Filter:
 
     name = "ring1"
 
-    def __init__(self, config: GuardConfig | None = None):
+    def __init__(self, config: GuardConfig | None = None,
+                 analyser: PassageAnalyser | None = None):
         self.config = config or GuardConfig()
         self.guard = IngestGuard(self.config)
+        self.analyser = analyser or DEFAULT_ANALYSER
 
     def screen(self, run: Run, question: str, candidates: list[Candidate]) -> list[Candidate]:
+        """Each passage's query-independent analysis comes with it from the KB (stored at
+        ingest, :mod:`trishield.rings.analysis`) or is computed now when none of the current
+        version is stored; only the question's part is computed per question."""
         matrix = run_embeddings(run, candidates)
         outliers = None if matrix is None else outlier_scores(matrix, matrix)
         scores = ([None] * len(candidates) if outliers is None
                   else [float(o) for o in outliers])
+        texts = [c.chunk.text for c in candidates]
+        analyses = [self.analyser.of(c.chunk.text, c.chunk.analysis) for c in candidates]
         copies = pool_tampered_copies(
-            [c.chunk_id for c in candidates], [c.doc_id for c in candidates],
-            [c.chunk.text for c in candidates], [c.chunk.tier for c in candidates],
-            [c.chunk.writer for c in candidates], self.config.tamper)
-        verdicts = self.guard.judge_many([c.chunk_id for c in candidates],
-                                         [c.chunk.text for c in candidates], scores,
+            [c.chunk_id for c in candidates], [c.doc_id for c in candidates], texts,
+            [c.chunk.tier for c in candidates], [c.chunk.writer for c in candidates],
+            self.config.tamper, tokenised=[a.tokens for a in analyses])
+        verdicts = self.guard.judge_many([c.chunk_id for c in candidates], texts, scores,
                                          query=question,
                                          tiers=[c.chunk.tier for c in candidates],
                                          extras=[() if copy is None else (copy.hit(),)
-                                                 for copy in copies])
+                                                 for copy in copies],
+                                         analyses=analyses)
         config = self.config
         run.trace.ring1 = Ring1Trace(
             config=Ring1Config(theta=config.theta, flag_theta=config.flag_theta,

@@ -25,6 +25,7 @@ from trishield.kb import BACKENDS, Document, KnowledgeBase, load_path
 from trishield.llm.base import Reader
 from trishield.llm.panel import build_panel
 from trishield.pipeline import Answer
+from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
 
 BENIGN_QUESTIONS = ("q04", "q09")
@@ -81,10 +82,12 @@ def build_kbs(directory: Path) -> set[str]:
     poisons = [Document(id=d["id"], text=d["text"], source="demo attack")
                for attack in attacks() for d in attack.documents]
     guard = IngestGuard(GuardConfig())
-    with KnowledgeBase.open(directory / "plain", create=True) as plain:
+    with KnowledgeBase.open(directory / "plain", create=True,
+                            analyser=DEFAULT_ANALYSER) as plain:
         plain.ingest(corpus, tier="trusted", writer=DEMO_WRITER)
         plain.ingest(poisons, tier="untrusted", writer=ATTACKER)
-    with KnowledgeBase.open(directory / "defended", create=True) as defended:
+    with KnowledgeBase.open(directory / "defended", create=True,
+                            analyser=DEFAULT_ANALYSER) as defended:
         defended.ingest(corpus, tier="trusted", writer=DEMO_WRITER, guard=guard)
         defended.ingest(poisons, tier="untrusted", writer=ATTACKER, guard=guard)
         return {row["id"] for row in defended.store.quarantined()}

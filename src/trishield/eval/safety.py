@@ -41,6 +41,7 @@ from trishield.kb import BACKENDS, Document, KnowledgeBase, load_path
 from trishield.kb.datasets import DATASETS, file_sha256
 from trishield.llm.panel import DEFAULT_PANEL, MemberSpec, build_panel
 from trishield.pipeline import Answer, Pipeline
+from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.retrieval_scorer import ScorerConfig, out_of_scope_terms
@@ -84,7 +85,7 @@ class SafetyOptions:
 # -- knowledge bases --------------------------------------------------------------------------
 
 def _build(directory: Path, batches: Sequence[tuple[list[Document], str, str, bool]]) -> Path:
-    with KnowledgeBase.open(directory, create=True) as kb:
+    with KnowledgeBase.open(directory, create=True, analyser=DEFAULT_ANALYSER) as kb:
         for documents, tier, writer, guarded in batches:
             kb.ingest(documents, tier=tier, writer=writer,
                       guard=IngestGuard() if guarded else None)

@@ -53,6 +53,8 @@ from trishield.errors import (
     StorageFullError,
     TriShieldError,
 )
+from trishield.kb.analysis import ChunkAnalyser
+from trishield.kb.analysis_backfill import BackfillReport, backfill
 from trishield.kb.change_log import Position
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.documents import Chunk, Document, Tier
@@ -203,16 +205,21 @@ class KnowledgeBase:
 
     A ``screener`` given here (Ring 1, for instance) judges every ingest that does not pass
     its own ``guard``: a higher layer can open a KB that is guarded by default. Without one the
-    KB layer ingests unscreened, as it always has.
+    KB layer ingests unscreened, as it always has. An ``analyser`` likewise analyses every
+    chunk written through this handle (:mod:`trishield.kb.analysis`).
     """
 
     def __init__(self, directory: Path, store: Store, settings: KBSettings, *,
-                 screener: Screener | None = None, lock_timeout: float | None = None,
-                 write_time_limit: float | None = None):
+                 screener: Screener | None = None, analyser: ChunkAnalyser | None = None,
+                 lock_timeout: float | None = None, write_time_limit: float | None = None):
+        if analyser is not None and not isinstance(analyser, ChunkAnalyser):
+            raise InputError(f"{type(analyser).__name__} is not a chunk analyser (it needs a "
+                             "version and analyse(texts))")
         self.directory = directory
         self.store = store
         self.settings = settings
         self.screener = screener
+        self.analyser = analyser
         self.lock_timeout = lock_timeout
         self.write_time_limit = write_time_limit
         self.dimension = get_embedding_model(settings.embedding_model).dimension
@@ -238,6 +245,7 @@ class KnowledgeBase:
         dense_index: str | None = None,
         engine: EngineConfig | str | None = None,
         screener: Screener | None = None,
+        analyser: ChunkAnalyser | None = None,
         read_only: bool | None = None,
         lock_timeout: float | None = None,
         write_time_limit: float | None = None,
@@ -249,6 +257,10 @@ class KnowledgeBase:
         at most ``lock_timeout`` seconds for the KB's lock (None: as long as it takes) and
         an ingest stops embedding after ``write_time_limit`` seconds, both with
         :class:`BusyError` and nothing written.
+
+        ``analyser`` (Ring 1's, :mod:`trishield.kb.analysis`) analyses every chunk this handle
+        writes, stored with it in the same transaction, and is what :meth:`compact`
+        backfills with.
 
         ``engine`` (an :class:`EngineConfig`, or a URI with the default collection and index)
         chooses where a new KB searches; for an existing KB it must match, like the other
@@ -299,8 +311,8 @@ class KnowledgeBase:
         except KnowledgeBaseError:
             store.close()
             raise
-        return cls(directory, store, settings, screener=screener, lock_timeout=lock_timeout,
-                   write_time_limit=write_time_limit)
+        return cls(directory, store, settings, screener=screener, analyser=analyser,
+                   lock_timeout=lock_timeout, write_time_limit=write_time_limit)
 
     @staticmethod
     def _refuse_mismatch(directory: Path, settings: KBSettings, embedding_model: str | None,
@@ -502,6 +514,7 @@ class KnowledgeBase:
         embeddings = self._embed(texts, progress=write.progress, started=write.started,
                                  on_slice=tracker.embedded if tracker.watched else None)
         report.embed_seconds += time.perf_counter() - embed_started
+        analyses = self._analyse(texts)
         verdicts = self._screen(write.guard, documents, chunks, embeddings,
                                 [d.tier or write.tier for d in documents],
                                 write.writer) if write.guard else []
@@ -537,7 +550,8 @@ class KnowledgeBase:
                 chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
                 tier=write.tier, writer=write.writer, source=write.source,
                 duplicates=[d | {"writer_key": write.writer_key} for d in duplicates],
-                quarantined=held, writer_key=write.writer_key)
+                quarantined=held, writer_key=write.writer_key,
+                **self._analyses_of(analyses, kept_rows))
             _fault_point("inside-commit")
         report.batch_id = report.batch_id or batch_id
         report.batch_ids.append(batch_id)
@@ -553,6 +567,25 @@ class KnowledgeBase:
         _fault_point("after-commit")
         report.warnings.extend(self._after_commit())
         report.generation = self.store.generation()
+
+    def _analyse(self, texts: list[str]) -> list[str] | None:
+        """The analyser's analysis of each chunk text (``None`` without an analyser),
+        computed before the write transaction opens."""
+        if self.analyser is None:
+            return None
+        analyses = list(self.analyser.analyse(texts))
+        if len(analyses) != len(texts) or not all(isinstance(a, str) for a in analyses):
+            raise KnowledgeBaseError(f"the chunk analyser returned {len(analyses)} analyses "
+                                     f"for {len(texts)} chunks (one string each needed); "
+                                     "nothing was written")
+        return analyses
+
+    def _analyses_of(self, analyses: list[str] | None, rows: np.ndarray) -> dict:
+        """``write_batch``'s analysis arguments for the chunks at ``rows``."""
+        if analyses is None or self.analyser is None:
+            return {}
+        return {"analyses": [analyses[row] for row in rows],
+                "analysis_version": self.analyser.version}
 
     def _screen(self, guard: Screener, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
@@ -598,8 +631,9 @@ class KnowledgeBase:
                     raise ConflictError(f"{record['id']!r} is stored by {current['writer']}; "
                                         "the held copy cannot replace it: discard it")
             chunks = [chunk_document(d, self.settings.chunking) for d in documents]
-            embeddings = self.embedder.encode([c.text for per in chunks for c in per],
-                                              progress=progress)
+            texts = [c.text for per in chunks for c in per]
+            embeddings = self.embedder.encode(texts, progress=progress)
+            analyses = self._analyse(texts)
             offsets = np.cumsum([0, *map(len, chunks)])
             report = IngestReport(None, [], [], 0, self.store.generation(), 0.0, 0.0,
                                   documents_total=len(documents))
@@ -625,7 +659,8 @@ class KnowledgeBase:
                         connection, documents=[documents[n] for n in numbers],
                         chunks=[chunks[n] for n in numbers], embeddings=embeddings[rows],
                         tier=records[numbers[0]]["tier"], writer=writer,
-                        source=f"released from quarantine by {by}", writer_key=writer_key)
+                        source=f"released from quarantine by {by}", writer_key=writer_key,
+                        **self._analyses_of(analyses, rows))
                     report.batch_ids.append(batch_id)
             report.batch_id = report.batch_ids[0]
             report.added = [d.id for d in documents]
@@ -1076,11 +1111,24 @@ class KnowledgeBase:
             raise StorageFullError(f"the indexes of generation {generation} were rebuilt "
                                    "but could not be saved: the disk is full") from None
 
-    def compact(self) -> dict[str, object]:
+    def backfill_analyses(self, *, say: Callable[[str], None] | None = None) -> BackfillReport:
+        """Analyse, with this handle's analyser, every chunk whose stored analysis is missing
+        or of another version (:mod:`trishield.kb.analysis_backfill`); ``say`` hears the
+        progress."""
+        if self.analyser is None:
+            raise InputError("this knowledge base was opened without a chunk analyser; "
+                             "there is nothing to backfill with")
+        with self._write_lock():
+            return backfill(self.store, self.analyser, say=say)
+
+    def compact(self, *, say: Callable[[str], None] | None = None) -> dict[str, object]:
         """Rebuild the dense index from the database (dropping HNSW tombstones, training or
         retraining IVF-PQ for the KB's current size), merge the FTS5 table's segments, save
-        the snapshot and prune the change log (``trishield compact``)."""
+        the snapshot and prune the change log (``trishield compact``); with an analyser,
+        backfill the chunk analyses first (``say`` hears its progress)."""
         started = time.perf_counter()
+        analyses = (None if self.analyser is None
+                    else self.backfill_analyses(say=say).as_dict())
         with self._write_lock():
             before = self._backend.dense_index.tombstones if self._backend is not None else 0
             with self.store.transaction() as connection:
@@ -1096,6 +1144,8 @@ class KnowledgeBase:
             "generation": generation, "position": backend.position, "chunks": len(dense),
             "dense_index": dense.kind, "trained": dense.trained, "tombstones_dropped": before,
             "seconds": round(time.perf_counter() - started, 3)}
+        if analyses is not None:
+            report["analyses"] = analyses
         if not self.settings.engine.embedded:
             report["engine"] = engine[0] if engine else "in step (Milvus compacts itself)"
         return report

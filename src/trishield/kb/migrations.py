@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trishield.errors import KnowledgeBaseError
-from trishield.kb import change_log, lexical_index
+from trishield.kb import analysis, change_log, lexical_index
 
 Step = Callable[[sqlite3.Connection], None]
 
@@ -279,6 +279,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         # index as an FTS5 table maintained by triggers in the writing transaction
         change_log.install,
         lexical_index.install,
+    )),
+    Migration("0008_chunk_analysis", (
+        # issue 19: Ring 1's query-independent analysis of each chunk, written with the chunk
+        # and deleted with it (triggers); chunks stored before it get theirs from the backfill
+        analysis.install,
     )),
 )
 

@@ -15,7 +15,7 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from trishield.errors import (
     StorageFullError,
 )
 from trishield.kb import change_log, lexical_index
+from trishield.kb.analysis import StoredAnalysis
 from trishield.kb.documents import Chunk, Document
 from trishield.kb.migrations import MIGRATIONS, applied, migrate
 from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
@@ -56,6 +57,9 @@ class StoredChunk:
     """The ingest batch and time of the chunk's document: evidence independence and
     precedence read them (``None`` for passages that never went through a TriShield KB)."""
     ingested_at: float | None = None
+    analysis: StoredAnalysis | None = field(default=None, compare=False, repr=False)
+    """Ring 1's query-independent analysis of the chunk, as stored at ingest (``None`` when
+    none is stored; its version says whether the reader may use it)."""
 
     @property
     def chunk_id(self) -> str:
@@ -392,12 +396,46 @@ class Store:
             marks = ",".join("?" * len(part))
             rows = self.connection.execute(
                 "SELECT c.pk, d.doc_id, c.chunk_index, c.text, d.title, d.tier, d.writer, "
-                "c.char_start, c.char_end, d.provenance, d.batch_id, d.ingested_at "
-                "FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
+                "c.char_start, c.char_end, d.provenance, d.batch_id, d.ingested_at, "
+                "a.version, a.data FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
+                "LEFT JOIN chunk_analysis a ON a.chunk_pk = c.pk "
                 f"WHERE c.pk IN ({marks})", part)
-            for row in rows:
-                found[row[0]] = StoredChunk(*row)
+            for *row, version, data in rows:
+                found[row[0]] = StoredChunk(
+                    *row, analysis=None if version is None else StoredAnalysis(version, data))
         return found
+
+    # -- chunk analyses (kb.analysis) -------------------------------------------------------
+    def unanalysed_chunks(self, version: str, *, after: int = 0,
+                          limit: int = 1000) -> list[tuple[int, str]]:
+        """``(pk, text)`` of up to ``limit`` chunks above row id ``after`` whose stored
+        analysis is missing or of another ``version``, in row order (the backfill's pages)."""
+        return self.connection.execute(
+            "SELECT c.pk, c.text FROM chunks c LEFT JOIN chunk_analysis a ON a.chunk_pk = c.pk "
+            "WHERE c.pk > ? AND (a.version IS NULL OR a.version != ?) ORDER BY c.pk LIMIT ?",
+            (after, version, limit)).fetchall()
+
+    def analysis_counts(self, version: str) -> dict[str, int]:
+        """Chunks whose analysis is ``current`` (of ``version``), ``stale`` or ``missing``."""
+        total, current, stored = self.connection.execute(
+            "SELECT (SELECT COUNT(*) FROM chunks), "
+            "(SELECT COUNT(*) FROM chunk_analysis WHERE version = ?), "
+            "(SELECT COUNT(*) FROM chunk_analysis)", (version,)).fetchone()
+        return {"current": current, "stale": stored - current, "missing": total - stored}
+
+    @staticmethod
+    def write_analyses(connection: sqlite3.Connection, rows: Sequence[tuple[int, str, str]],
+                       version: str) -> int:
+        """Store ``(pk, text, analysis)`` rows inside ``connection``'s transaction, each only
+        while its chunk still holds that text (a chunk deleted or rewritten since it was read
+        gets no analysis). Returns how many were written."""
+        written = 0
+        for pk, text, data in rows:
+            written += connection.execute(
+                "INSERT OR REPLACE INTO chunk_analysis(chunk_pk, version, data) "
+                "SELECT pk, ?, ? FROM chunks WHERE pk = ? AND text = ?",
+                (version, data, pk, text)).rowcount
+        return written
 
     _DOCUMENT_COLUMNS = ("doc_id", "title", "source", "origin", "text", "tier", "writer",
                          "ingested_at", "batch_id", "content_hash", "provenance", "writer_key",
@@ -557,8 +595,13 @@ class Store:
         duplicates: Sequence[dict[str, str]] = (),
         quarantined: Sequence[tuple[Document, dict]] = (),
         writer_key: str = "",
+        analyses: Sequence[str] | None = None,
+        analysis_version: str = "",
     ) -> tuple[int, np.ndarray]:
         """Insert one batch inside ``connection``'s open transaction.
+
+        ``analyses`` (one per chunk, in embedding order, by the analyser ``analysis_version``)
+        are stored with the chunks (:mod:`trishield.kb.analysis`).
 
         ``duplicates`` (``{"id", "same_text_as", "content_hash", ...}``) are not stored but
         audited, so a write that changed nothing still leaves a trace. Returns the batch id
@@ -566,6 +609,10 @@ class Store:
         """
         now = time.time()
         total_chunks = sum(len(per_document) for per_document in chunks)
+        if analyses is not None and (len(analyses) != total_chunks or not analysis_version):
+            raise KnowledgeBaseError(f"{len(analyses)} chunk analyses (version "
+                                     f"{analysis_version!r}) for {total_chunks} chunks; "
+                                     "nothing was written")
         batch_id = connection.execute(
             "INSERT INTO batches(created_at, writer, tier, source, documents_added, "
             "documents_duplicate, chunks_added) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -609,6 +656,10 @@ class Store:
                     "word_start, word_end, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (doc_pk, chunk.index, chunk.text, chunk.char_start, chunk.char_end,
                      chunk.word_start, chunk.word_end, embeddings[row].tobytes())).lastrowid)
+                if analyses is not None:
+                    connection.execute(
+                        "INSERT OR REPLACE INTO chunk_analysis(chunk_pk, version, data) "
+                        "VALUES (?, ?, ?)", (chunk_ids[-1], analysis_version, analyses[row]))
                 row += 1
             connection.execute(
                 "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "

@@ -9,7 +9,6 @@ same length scores (a Heaps'-law fit on clean training passages), and the trace 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,17 +16,15 @@ import numpy as np
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.kb.screening import Neighbourhood
+from trishield.rings.analysis import PassageAnalysis, analyse
 from trishield.rings.config_types import CONFIG, Unit
 from trishield.rings.outlier import outlier_scores as outlier_scores  # re-exported
 from trishield.rings.outlier import stored_outlier_scores
-from trishield.rings.patterns import PatternHit, PatternWeights, detect_patterns, pattern_score
+from trishield.rings.patterns import PatternHit, PatternWeights, pattern_hits, pattern_score
+from trishield.rings.perplexity import HEAPS_EXPONENT as HEAPS_EXPONENT  # re-exported
+from trishield.rings.perplexity import HEAPS_K as HEAPS_K  # re-exported
+from trishield.rings.perplexity import perplexity_score as perplexity_score  # re-exported
 from trishield.rings.tamper import TamperConfig, tampered_copies
-from trishield.text import words
-
-HEAPS_K = 1.734
-HEAPS_EXPONENT = -0.205
-"""Clean-text vocabulary growth ``|V|/n = K * n^exponent``, fitted on the HotpotQA training
-corpus (994 passages; not part of any evaluation KB): see ``trishield.eval.calibration``."""
 
 
 @config_dataclass(frozen=True, config=CONFIG)
@@ -53,20 +50,6 @@ class GuardConfig:
     tamper: TamperConfig = field(default_factory=TamperConfig)
     """The tampered-copy detector (:mod:`trishield.rings.tamper`); its hit joins the
     pattern detectors' noisy-OR."""
-
-
-def perplexity_score(text: str) -> dict[str, float]:
-    """The paper's ``S_perp`` and its length-aware excess ``S_perp_len``."""
-    tokens = words(text)
-    if not tokens:
-        return {"s_perp": 0.0, "s_perp_len": 0.0, "rep": 0.0, "top": 0.0, "words": 0}
-    count = len(tokens)
-    rep = 1.0 - len(set(tokens)) / count
-    top = Counter(tokens).most_common(1)[0][1] / count
-    s_perp = min(1.0, 0.6 * rep + 2.0 * max(0.0, top - 0.12))
-    expected_rep = max(0.0, 1.0 - min(1.0, HEAPS_K * count ** HEAPS_EXPONENT))
-    s_perp_len = min(1.0, max(0.0, s_perp - 0.6 * expected_rep))
-    return {"s_perp": s_perp, "s_perp_len": s_perp_len, "rep": rep, "top": top, "words": count}
 
 
 @dataclass(frozen=True)
@@ -112,12 +95,17 @@ class IngestGuard:
 
     def judge(self, subject: str, text: str, *, s_out: float | None = None,
               query: str | None = None, tier: str = "neutral",
-              notes: Sequence[str] = (), extra: Sequence[PatternHit] = ()) -> GuardVerdict:
+              notes: Sequence[str] = (), extra: Sequence[PatternHit] = (),
+              analysis: PassageAnalysis | None = None) -> GuardVerdict:
         """One verdict; ``notes`` are extra reasons (why a signal could not be measured),
-        ``extra`` hits of detectors that need more than the text (a tampered copy)."""
+        ``extra`` hits of detectors that need more than the text (a tampered copy).
+        ``analysis`` is ``text``'s query-independent analysis when it is known already (stored
+        at ingest); else it is computed here: the verdict is the same either way."""
         config = self.config
-        perplexity = perplexity_score(text)
-        hits = (*detect_patterns(text, query=query, weights=config.patterns), *extra)
+        analysis = analysis if analysis is not None else analyse(text)
+        perplexity = analysis.perplexity
+        hits = (*pattern_hits(analysis.signals, text, query=query, weights=config.patterns),
+                *extra)
         s_pat = pattern_score(list(hits))
         combined = (config.w_perp * perplexity["s_perp_len"] + config.w_pat * s_pat
                     + config.w_out * (s_out or 0.0))
@@ -141,12 +129,16 @@ class IngestGuard:
     def judge_many(self, subjects: Sequence[str], texts: Sequence[str],
                    outliers: Sequence[float | None], *, query: str | None = None,
                    tiers: Sequence[str] | None = None, notes: Sequence[str] = (),
-                   extras: Sequence[Sequence[PatternHit]] | None = None) -> list[GuardVerdict]:
+                   extras: Sequence[Sequence[PatternHit]] | None = None,
+                   analyses: Sequence[PassageAnalysis | None] | None = None,
+                   ) -> list[GuardVerdict]:
         tiers = tiers or ["neutral"] * len(texts)
         extras = extras or [()] * len(texts)
-        return [self.judge(s, t, s_out=o, query=query, tier=tier, notes=notes, extra=e)
-                for s, t, o, tier, e in zip(subjects, texts, outliers, tiers, extras,
-                                            strict=True)]
+        analyses = analyses or [None] * len(texts)
+        return [self.judge(s, t, s_out=o, query=query, tier=tier, notes=notes, extra=e,
+                           analysis=a)
+                for s, t, o, tier, e, a in zip(subjects, texts, outliers, tiers, extras,
+                                               analyses, strict=True)]
 
     def screen(self, ids: Sequence[str], texts: Sequence[str], *, tiers: Sequence[str],
                embeddings: np.ndarray, neighbourhood: Neighbourhood) -> list[GuardVerdict]:

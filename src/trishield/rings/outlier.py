@@ -56,7 +56,10 @@ def outlier_scores(vectors: np.ndarray, reference: np.ndarray,
         top[~np.isfinite(top)] = 0.0
         return top.mean(axis=1)
 
-    return robust_outlier_score(statistic(vectors), statistic(reference))
+    measured = statistic(vectors)
+    # a pool measured against itself (Ring 1 after retrieval): one computation, not two
+    return robust_outlier_score(measured, measured if vectors is reference
+                                else statistic(reference))
 
 
 def writer_balanced_baseline(groups: Sequence[np.ndarray]) -> tuple[float, float]:

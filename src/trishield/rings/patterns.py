@@ -14,12 +14,18 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.rings.config_types import CONFIG, Unit
 from trishield.rings.normalise import Normalised, lowered, normalise, visible
-from trishield.rings.obfuscation import disguises, obfuscated_words, written_in_disguise
+from trishield.rings.obfuscation import (
+    Obfuscation,
+    disguises,
+    obfuscated_words,
+    written_in_disguise,
+)
 from trishield.rings.questions import questions
 from trishield.text import word_spans, words
 
@@ -132,7 +138,7 @@ def encoded_payloads(text: str) -> list[str]:
 
 def _quoted_query(text: Normalised, query: str) -> tuple[int, int] | None:
     """Where the (normalised) query's words appear consecutively in ``text``, if they do."""
-    wanted = words(normalise(query).text)
+    wanted = list(_query_words(query))
     if len(wanted) < 3:
         return None
     spans = word_spans(text.text)
@@ -143,6 +149,145 @@ def _quoted_query(text: Normalised, query: str) -> tuple[int, int] | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def _query_words(query: str) -> tuple[str, ...]:
+    """The query's words as the detectors read them; one question is checked against every
+    candidate of its pool, so it is normalised once."""
+    return tuple(words(normalise(query).text))
+
+
+@lru_cache(maxsize=256)
+def _quote_needle(query: str) -> str | None:
+    """What :attr:`TextSignals.words` holds, space-delimited, when the text quotes ``query``
+    (``None``: too short a query to count as quoted)."""
+    wanted = _query_words(query)
+    return f" {' '.join(wanted)} " if len(wanted) >= 3 else None
+
+
+@dataclass(frozen=True)
+class TextSignals:
+    """What the pattern detectors find in a text whatever the question: computed once per
+    passage (at ingest, :mod:`trishield.rings.analysis`) and completed per question by
+    :func:`pattern_hits`. Hits are kept without weights (the weights are configuration, the
+    findings are not), in the order :func:`detect_patterns` reports them."""
+
+    question: tuple[str, str] | None
+    """``(question_opening | question_inside, quote)`` of the first question sentence."""
+    question_disguise: Obfuscation | None
+    """How that question's cue words are disguised, if they are."""
+    phrases: tuple[tuple[str, str], ...]
+    """``(authority | authority_once | injection, evidence)``, in that order."""
+    phrase_disguises: tuple[Obfuscation, ...]
+    """The disguised phrase triggers, in the order the phrases were found."""
+    payload: str | None
+    """The first encoded payload, decoded (evidence of ``encoded_payload``)."""
+    word_obfuscations: tuple[Obfuscation, ...]
+    disguised: str | None
+    """Evidence of ``disguised_text``."""
+    words: str
+    """The normalised text's words joined by single spaces: whether the query is quoted is
+    a substring test on it (words hold no spaces), and only a passage that passes it is
+    normalised again to find where."""
+
+
+def text_signals(text: str) -> TextSignals:
+    """Every query-independent detector of :func:`detect_patterns` on ``text``."""
+    plain = normalise(text)
+    folded = lowered(plain)
+    tokens = words(plain.text)
+    short = len(tokens) <= SHORT_DOCUMENT_WORDS
+    question: tuple[str, str] | None = None
+    question_disguise: Obfuscation | None = None
+    found = questions(plain.text)
+    if found:
+        first = found[0]
+        quote = visible(plain.original_span(first.start, first.end))[:120]
+        question_disguise = disguises(plain.original_span(first.cue_start, first.cue_end))
+        name = "question_opening" if first.number == 0 and short else "question_inside"
+        question = (name, quote)
+    payloads = encoded_payloads(plain.text)
+    decoded = lowered(normalise(" ".join(payloads))).text
+    phrases: list[tuple[str, str]] = []
+    phrase_disguises: list[Obfuscation] = []
+    for name, listed in (("authority", AUTHORITY_PHRASES), ("injection", INJECTION_PHRASES)):
+        matched = []
+        covered: list[tuple[int, int]] = []  # where in the text, to count distinct appeals
+        for phrase in listed:
+            hit = _PHRASES[phrase].search(folded.text)
+            if hit:
+                if any(hit.start() < end and start < hit.end() for start, end in covered):
+                    continue  # "according to verified" inside "... verified records"
+                covered.append(hit.span())
+                span = folded.original_span(*hit.span())
+                disguise = disguises(span)
+                if disguise:
+                    phrase_disguises.append(disguise)
+                matched.append(visible(" ".join(span.split())))
+            elif _PHRASES[phrase].search(decoded):
+                matched.append(phrase)
+        if not matched:
+            continue
+        if name == "injection":
+            phrases.append((name, ", ".join(matched[:4])))
+        elif len(matched) >= 2:
+            phrases.append(("authority", ", ".join(matched[:4])))
+        else:
+            phrases.append(("authority_once", matched[0]))
+    disguised = written_in_disguise(text)
+    return TextSignals(
+        question=question, question_disguise=question_disguise, phrases=tuple(phrases),
+        phrase_disguises=tuple(phrase_disguises),
+        payload=payloads[0][:120] if payloads else None,
+        word_obfuscations=tuple(obfuscated_words(text)),
+        disguised=disguised.evidence if disguised else None, words=" ".join(tokens))
+
+
+def quoted_query(signals: TextSignals, text: str, query: str) -> str | None:
+    """The words of ``text`` (as written) that quote the normalised ``query``, if any. The
+    substring test on :attr:`TextSignals.words` is exact as a filter (a quote's words are
+    consecutive words of the text); only a passage that passes it is normalised again."""
+    needle = _quote_needle(query)
+    if needle is None or needle not in f" {signals.words} ":
+        return None
+    plain = normalise(text)
+    quoted = _quoted_query(plain, query)
+    return None if quoted is None else plain.original_span(*quoted)
+
+
+def pattern_hits(signals: TextSignals, text: str, *, query: str | None = None,
+                 weights: PatternWeights | None = None) -> list[PatternHit]:
+    """:func:`detect_patterns` from a text's :class:`TextSignals`: the query-dependent
+    detector (``query_verbatim``, and whether the quote is disguised) run now, the weights
+    applied."""
+    weights = weights or PatternWeights()
+    hits: list[PatternHit] = []
+    obfuscations: list[Obfuscation] = []
+    if signals.question is not None:
+        name, quote = signals.question
+        hits.append(PatternHit(name, getattr(weights, name), quote))
+        if signals.question_disguise is not None:
+            obfuscations.append(signals.question_disguise)
+    span = quoted_query(signals, text, query) if query else None
+    if span is not None:
+        hits.append(PatternHit("query_verbatim", weights.query_verbatim, visible(span)[:120]))
+        disguise = disguises(span)
+        if disguise:
+            obfuscations.append(disguise)
+    hits += [PatternHit(name, getattr(weights, name), evidence)
+             for name, evidence in signals.phrases]
+    if signals.payload is not None:
+        hits.append(PatternHit("encoded_payload", weights.encoded_payload, signals.payload))
+    obfuscations += signals.phrase_disguises
+    obfuscations += [o for o in signals.word_obfuscations
+                     if not any(o.word in seen.word for seen in obfuscations)]
+    if obfuscations:
+        evidence = "; ".join(dict.fromkeys(o.evidence for o in obfuscations[:3]))
+        hits.append(PatternHit("obfuscated_text", weights.obfuscated_text, evidence[:240]))
+    if signals.disguised is not None:
+        hits.append(PatternHit("disguised_text", weights.disguised_text, signals.disguised))
+    return hits
+
+
 def detect_patterns(text: str, *, query: str | None = None,
                     weights: PatternWeights | None = None) -> list[PatternHit]:
     """Every pattern detector that fires on ``text`` (and on ``query``, when known).
@@ -150,62 +295,7 @@ def detect_patterns(text: str, *, query: str | None = None,
     Detectors read ``text`` normalised; evidence quotes the text as written (invisible
     characters shown as ``\\u200b`` escapes).
     """
-    weights = weights or PatternWeights()
-    hits: list[PatternHit] = []
-    plain = normalise(text)
-    folded = lowered(plain)
-    triggers: list[str] = []  # the words, as written, that made a detector fire
-    short = len(words(plain.text)) <= SHORT_DOCUMENT_WORDS
-    found = questions(plain.text)
-    if found:
-        first = found[0]
-        quote = visible(plain.original_span(first.start, first.end))[:120]
-        triggers.append(plain.original_span(first.cue_start, first.cue_end))
-        if first.number == 0 and short:
-            hits.append(PatternHit("question_opening", weights.question_opening, quote))
-        else:
-            hits.append(PatternHit("question_inside", weights.question_inside, quote))
-    quoted = _quoted_query(plain, query) if query else None
-    if quoted:
-        span = plain.original_span(*quoted)
-        triggers.append(span)
-        hits.append(PatternHit("query_verbatim", weights.query_verbatim, visible(span)[:120]))
-    payloads = encoded_payloads(plain.text)
-    decoded = lowered(normalise(" ".join(payloads))).text
-    for name, phrases in (("authority", AUTHORITY_PHRASES), ("injection", INJECTION_PHRASES)):
-        matched = []
-        covered: list[tuple[int, int]] = []  # where in the text, to count distinct appeals
-        for phrase in phrases:
-            found = _PHRASES[phrase].search(folded.text)
-            if found:
-                if any(found.start() < end and start < found.end() for start, end in covered):
-                    continue  # "according to verified" inside "... verified records"
-                covered.append(found.span())
-                span = folded.original_span(*found.span())
-                triggers.append(span)
-                matched.append(visible(" ".join(span.split())))
-            elif _PHRASES[phrase].search(decoded):
-                matched.append(phrase)
-        if not matched:
-            continue
-        if name == "injection":
-            hits.append(PatternHit(name, weights.injection, ", ".join(matched[:4])))
-        elif len(matched) >= 2:
-            hits.append(PatternHit("authority", weights.authority, ", ".join(matched[:4])))
-        else:
-            hits.append(PatternHit("authority_once", weights.authority_once, matched[0]))
-    if payloads:
-        hits.append(PatternHit("encoded_payload", weights.encoded_payload, payloads[0][:120]))
-    obfuscations = [o for o in map(disguises, triggers) if o]
-    obfuscations += [o for o in obfuscated_words(text)
-                     if not any(o.word in seen.word for seen in obfuscations)]
-    if obfuscations:
-        evidence = "; ".join(dict.fromkeys(o.evidence for o in obfuscations[:3]))
-        hits.append(PatternHit("obfuscated_text", weights.obfuscated_text, evidence[:240]))
-    disguised = written_in_disguise(text)
-    if disguised:
-        hits.append(PatternHit("disguised_text", weights.disguised_text, disguised.evidence))
-    return hits
+    return pattern_hits(text_signals(text), text, query=query, weights=weights)
 
 
 def pattern_score(hits: list[PatternHit]) -> float:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic.dataclasses import dataclass as config_dataclass
@@ -286,16 +287,44 @@ def find_tampered_copy(doc_id: str, text: str, tier: str,
     """The stored document ``text`` is a tampered copy of, if any: among ``neighbours``, the
     one with the highest weight (then the most copied). A stored document with the same id is
     the writer's own earlier version, never an original."""
-    new = tokens(text)
+    return _best_copy(doc_id, tier, tokens(text),
+                      [(neighbour, _Tokenised(neighbour.text)) for neighbour in neighbours],
+                      config, order_known=order_known)
+
+
+class _Tokenised:
+    """A text's tokens and vocabulary, made on first use (or given, from a stored analysis):
+    a passage compared with several others is tokenised once."""
+
+    def __init__(self, text: str, made: Callable[[], list[Token]] | None = None):
+        self._make = made or (lambda: tokens(text))
+        self._tokens: list[Token] | None = None
+        self._vocabulary: frozenset[str] | None = None
+
+    @property
+    def tokens(self) -> list[Token]:
+        if self._tokens is None:
+            self._tokens = self._make()
+        return self._tokens
+
+    @property
+    def vocabulary(self) -> frozenset[str]:
+        if self._vocabulary is None:
+            self._vocabulary = frozenset(t.word for t in self.tokens)
+        return self._vocabulary
+
+
+def _best_copy(doc_id: str, tier: str, new: list[Token],
+               neighbours: list[tuple[StoredNeighbour, _Tokenised]], config: TamperConfig, *,
+               order_known: bool) -> TamperedCopy | None:
     best: TamperedCopy | None = None
-    for neighbour in neighbours:
+    for neighbour, tokenised in neighbours:
         if neighbour.doc_id == doc_id:
             continue
-        stored = tokens(neighbour.text)
-        vocabulary = {t.word for t in stored}
+        vocabulary = tokenised.vocabulary
         if sum(t.word in vocabulary for t in new) < config.min_copied * len(new):
             continue  # fewer shared words than a copy needs: no alignment can make it one
-        alignment = align(stored, new)
+        alignment = align(tokenised.tokens, new)
         weight = tamper_weight(alignment, config, copy_tier=tier,
                                original_tier=neighbour.tier, order_known=order_known)
         if weight > 0 and (best is None or (weight, alignment.copied)
@@ -317,15 +346,29 @@ def tampered_copies(ids: list[str], texts: list[str], tiers: list[str], vectors,
 
 
 def pool_tampered_copies(ids: list[str], doc_ids: list[str], texts: list[str],
-                         tiers: list[str], writers: list[str],
-                         config: TamperConfig) -> list[TamperedCopy | None]:
+                         tiers: list[str], writers: list[str], config: TamperConfig, *,
+                         tokenised: Sequence[Callable[[], list[Token]]] | None = None,
+                         ) -> list[TamperedCopy | None]:
     """After retrieval: each passage against the other retrieved passages by other writers.
     Which of two passages was written first is not known here, so a copy weighs ``weight``
-    only when the other passage's writer is more trusted; otherwise both are flagged."""
+    only when the other passage's writer is more trusted; otherwise both are flagged.
+
+    ``tokenised`` gives each passage's :func:`tokens` (a stored analysis's); either way each
+    passage is tokenised at most once, and only when another writer's passage is in the pool
+    (a pool from one writer compares nothing)."""
+    made = (list(tokenised) if tokenised is not None else [None] * len(texts))
+    if len(made) != len(texts):
+        raise ValueError(f"{len(made)} tokenisations for {len(texts)} passages")
+    if len(set(writers)) < 2:
+        return [None] * len(ids)  # one writer (or none): no passage has another's to copy
     passages = [StoredNeighbour(doc_id=d, chunk_id=i, writer=w, tier=t, text=x,
                                 similarity=float("nan"))
                 for i, d, x, t, w in zip(ids, doc_ids, texts, tiers, writers, strict=True)]
-    return [find_tampered_copy(doc_id, text, tier,
-                               [p for p in passages if p.writer != writer], config,
-                               order_known=False)
-            for doc_id, text, tier, writer in zip(doc_ids, texts, tiers, writers, strict=True)]
+    lazy = [_Tokenised(text, make) for text, make in zip(texts, made, strict=True)]
+    found: list[TamperedCopy | None] = []
+    for number, (doc_id, tier, writer) in enumerate(zip(doc_ids, tiers, writers, strict=True)):
+        others = [(passage, lazy[other]) for other, passage in enumerate(passages)
+                  if passage.writer != writer]
+        found.append(_best_copy(doc_id, tier, lazy[number].tokens, others, config,
+                                order_known=False) if others else None)
+    return found

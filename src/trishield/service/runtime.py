@@ -41,6 +41,7 @@ from trishield.llm.cache import ResponseCache
 from trishield.llm.panel import EXTRACTIVE, MemberSpec, build_reader
 from trishield.pipeline import Pipeline
 from trishield.provenance.keys import KeyStore
+from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.service.metrics import ServiceMetrics
 from trishield.service.writes import WriteQueue
 from trishield.settings import Settings
@@ -110,6 +111,7 @@ class Runtime:
         self.config = config
         self.metrics = ServiceMetrics()
         self.writer = KnowledgeBase.open(config.kb_dir, create=True,
+                                         analyser=DEFAULT_ANALYSER,
                                          lock_timeout=config.lock_timeout_s,
                                          write_time_limit=config.write_time_limit_s)
         self.read_only = self.writer.read_only

@@ -38,6 +38,7 @@ from trishield.eval.poisonedrag.attacks import Target, get_family
 from trishield.eval.poisonedrag.conditions import WRITER_SETTINGS
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import wiki5k_documents
+from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
 
 PROFILES = ("wiki5k", "mini")
@@ -105,7 +106,7 @@ def build_base(work_dir: Path, profile: str, documents: Sequence[Document],
                                 "documents": [d.content_hash for d in documents]})
 
     def make(staging: Path) -> dict:
-        with KnowledgeBase.open(staging, create=True) as kb:
+        with KnowledgeBase.open(staging, create=True, analyser=DEFAULT_ANALYSER) as kb:
             report = kb.ingest(documents, tier="neutral", writer=CLEAN_WRITER,
                                source=f"benchmark profile {profile}", progress=progress)
         return {"documents": len(documents), "chunks": report.chunks_added,
@@ -159,7 +160,7 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
 
     def make_single(staging: Path) -> dict:
         copy_base(staging)
-        with KnowledgeBase.open(staging) as kb:
+        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER) as kb:
             report = kb.ingest(poisons, tier="untrusted", writer=ATTACKER,
                                source=f"attack family {family}", guard=screener)
         return {"poisons": len(poisons), "writers": writers, "batches": 1,
@@ -170,7 +171,7 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
             copy_base(staging)
             (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
         order = sybil_batches(per_target)
-        with KnowledgeBase.open(staging) as kb:
+        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER) as kb:
             for number, doc in enumerate(order, start=1):
                 kb.ingest([doc], tier="neutral", writer=sybil_writer(doc.id),
                           source=f"attack family {family}", guard=screener)
