@@ -9,7 +9,7 @@ the committed results come from ``trishield eval poisonedrag``.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/evidence_probe.py --targets 20 \\
         --family claim-only --family gt-swap --writers attacker --writers sybil \\
-        --defense none --defense full-gated --benign
+        --defense none --defense full-gated --benign [--second-reader none]
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def main() -> None:
                         choices=("attacker", "sybil"))
     parser.add_argument("--defense", action="append", default=None)
     parser.add_argument("--panel", default="qwen2.5-0.5b,gemma3-270m,extractive")
+    parser.add_argument("--second-reader", default="qwen2.5-1.5b",
+                        help="Ring 3's second reader (none: without one; compare the two)")
     parser.add_argument("--benign", action="store_true", help="also the targets without poisons")
     parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/probe"))
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
@@ -52,7 +54,7 @@ def main() -> None:
     from trishield.eval.poisonedrag.defenses import info, make_asker
     from trishield.eval.poisonedrag.provenance import Provenance
     from trishield.kb import KnowledgeBase
-    from trishield.llm.panel import build_panel
+    from trishield.llm.panel import build_panel, build_second_reader, second_reader_choice
     from trishield.settings import PipelineConfig
 
     families = args.family or ["claim-only"]
@@ -65,6 +67,8 @@ def main() -> None:
     base = kbs.build_base(args.work_dir, args.profile,
                           kbs.profile_documents(args.profile, targets, 0))
     panel = build_panel(args.panel.split(","))
+    second = build_second_reader(second_reader_choice(args.second_reader, panel_given=False,
+                                                      configured=None))
     provenance = Provenance(args.work_dir / "keys", 0)
     config = PipelineConfig()
     rows = []
@@ -97,7 +101,7 @@ def main() -> None:
         with KnowledgeBase.open(base) as kb:
             for defense in defenses:
                 measure(f"benign / {defense}", make_asker(defense, KBRetriever(kb), panel,
-                                                          config), None)
+                                                          config, second_reader=second), None)
     for writers in args.writers or ["attacker"]:
         for family in families:
             for defense in defenses:
@@ -108,7 +112,8 @@ def main() -> None:
                     view = ConditionedKB(kb, Condition(family, family, "neutral",
                                                        writers=writers), provenance, k=5)
                     measure(f"{family} / {writers} / {defense}",
-                            make_asker(defense, view, panel, config), view)
+                            make_asker(defense, view, panel, config,
+                                       second_reader=second), view)
     if args.out is not None:
         args.out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
 

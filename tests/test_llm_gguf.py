@@ -163,7 +163,8 @@ def test_any_gguf_path_resolves_with_its_own_sha256(tmp_path: Path) -> None:
 
 
 def test_registry() -> None:
-    assert set(DEFAULT_GGUF_MODELS) == {"qwen2.5-0.5b", "gemma3-270m", "smollm2-135m"}
+    assert set(DEFAULT_GGUF_MODELS) == {"qwen2.5-0.5b", "qwen2.5-1.5b", "gemma3-270m",
+                                        "smollm2-135m"}
     assert "qwen2.5-1.5b" in GGUF_MODELS
     assert {m.vendor for m in GGUF_MODELS.values()} == {"Alibaba", "Google", "Hugging Face"}
     for model in GGUF_MODELS.values():
@@ -187,7 +188,7 @@ def test_cli_lists_gguf_models_and_refuses_unknown_names(tmp_path: Path, cache: 
     assert qwen["kind"] == "llm" and qwen["installed"] is False  # empty cache in tmp_path
     assert qwen["sha256"] == GGUF_MODELS["qwen2.5-0.5b"].sha256 and qwen["size"] > 4e8
     assert qwen["path"] == str(cache / "models" / "qwen2.5-0.5b.gguf")
-    assert rows["qwen2.5-1.5b"]["default"] is False
+    assert rows["qwen2.5-1.5b"]["default"] is True  # Ring 3's second reader
     refused = runner.invoke(cli, ["models", "install", "no-such-model"])
     assert isinstance(refused.exception, ModelError)
     assert "no-such-model" in str(refused.exception)

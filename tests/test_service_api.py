@@ -290,3 +290,23 @@ def test_docs_page_works_offline_under_the_csp(served) -> None:
     assert stylesheet.status_code == 200 and stylesheet.headers["content-type"].startswith(
         "text/css")
     assert client.get("/openapi.json").status_code == 200
+
+
+def test_the_second_reader_serves_the_configured_panel_only(
+        demo_kb_template: Path, tmp_path: Path) -> None:
+    """A request that names its panel names every reader; one that does not gets the
+    configured panel and its second reader (listed in the trace, asked only on need)."""
+    from trishield.settings import Settings
+
+    kb_dir = copy_kb(demo_kb_template, tmp_path / "kb")
+    keys = Keys.create(kb_dir)
+    settings = Settings(panel=("extractive",), second_reader="smollm2-135m")
+    config = ServiceConfig(kb_dir=kb_dir, settings=settings)
+    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+        named = _ask(client, keys.reader)
+        configured = client.post("/v1/ask", headers=bearer(keys.reader),
+                                 json={"question": REFUND_QUESTION})
+    assert named.status_code == configured.status_code == 200, configured.text
+    assert [m["name"] for m in named.json()["trace"]["panel"]] == ["extractive"]
+    assert [m["name"] for m in configured.json()["trace"]["panel"]] == ["extractive",
+                                                                        "smollm2-135m"]

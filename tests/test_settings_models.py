@@ -91,8 +91,8 @@ def test_overrides_are_validated_in_one_place() -> None:
     ({"ring1": {"patterns": {}}}, "[ring1] unknown key 'patterns'; allowed: flag_theta,"),
     ({"retrieval": {"bogus": 1}}, "allowed: backend, context, detect_conflicts"),
     ({"panel": {"members": [""]}}, "[panel] members: must be a list of model names"),
-    ({"panel": {"second_reader": ""}}, "[panel] second_reader: must be a model name"),
-    ({"panel": {"second_reader": 3}}, "[panel] second_reader: must be a model name"),
+    ({"panel": {"second_reader": ""}}, "[panel] second_reader: must be a model name or 'none'"),
+    ({"panel": {"second_reader": 3}}, "[panel] second_reader: must be a model name or 'none'"),
     ({"panel": {"second": "x"}}, "allowed: members, remote, second_reader"),
 ])
 def test_file_errors_name_section_and_key(raw: dict, message: str) -> None:
@@ -121,10 +121,22 @@ def test_types_from_the_file_are_normalised(tmp_path: Path) -> None:
     assert settings.pipeline.scorer.min_relevance == {"dense": 1.0}
 
 
-def test_the_second_reader_is_off_unless_configured() -> None:
-    """Absent, Ring 3 refuses an answer no passage states; named, that model is asked."""
-    assert Settings().second_reader is None
-    assert settings_from_dict({}).as_dict()["second_reader"] is None
-    named = settings_from_dict({"panel": {"second_reader": "qwen2.5-1.5b"}})
-    assert named.second_reader == "qwen2.5-1.5b"
-    assert named.as_dict()["second_reader"] == "qwen2.5-1.5b"
+def test_the_second_reader_defaults_to_the_strongest_packaged_model() -> None:
+    """Absent, the default second reader; "none" turns it off; another name replaces it."""
+    assert Settings().second_reader == settings_from_dict({}).second_reader == "qwen2.5-1.5b"
+    off = settings_from_dict({"panel": {"second_reader": "none"}})
+    assert off.second_reader is None and off.as_dict()["second_reader"] == "none"
+    named = settings_from_dict({"panel": {"second_reader": "smollm2-135m"}})
+    assert named.as_dict()["second_reader"] == "smollm2-135m"
+
+
+def test_the_command_line_chooses_the_second_reader() -> None:
+    """--second-reader wins; --panel alone names every reader, so it means none."""
+    from trishield.llm.panel import second_reader_choice
+
+    assert second_reader_choice(None, panel_given=False, configured="q") == "q"
+    assert second_reader_choice(None, panel_given=True, configured="q") is None
+    assert second_reader_choice("none", panel_given=False, configured="q") is None
+    assert second_reader_choice("s", panel_given=True, configured="q") == "s"
+    with pytest.raises(InputError, match="--second-reader"):
+        second_reader_choice(" ", panel_given=False, configured="q")

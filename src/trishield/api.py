@@ -61,15 +61,21 @@ def open_kb(path: str | Path, *, create: bool = False, guard: bool = True,
 
 def defend(source: KnowledgeBase | Retriever, defense: str = "full", *,
            panel: Sequence[Reader] | None = None, settings: Settings | None = None,
-           options: Mapping[str, Any] | None = None) -> Pipeline:
+           options: Mapping[str, Any] | None = None,
+           second_reader: Reader | None = None) -> Pipeline:
     """The defense ``defense`` (see ``trishield.DEFENSES``) over a knowledge base or any
     :class:`~trishield.stages.Retriever`. ``panel`` defaults to the configured panel (three
-    local models, loaded on first use); ``settings`` to the defaults of ``trishield config
-    show``."""
+    local models, loaded on first use) and its configured second reader; a ``panel`` you pass
+    has no second reader unless you pass ``second_reader`` too. ``settings`` default to those
+    of ``trishield config show``."""
     settings = settings or Settings()
-    readers = list(panel) if panel is not None else build_panel(settings.panel)
+    if panel is not None:  # the caller names every reader: no second reader unless given
+        readers, second = list(panel), second_reader
+    else:
+        readers = build_panel(settings.panel)
+        second = second_reader or build_second_reader(settings.second_reader)
     return build_defense(defense, source, readers, config=settings.pipeline, options=options,
-                         second_reader=build_second_reader(settings.second_reader))
+                         second_reader=second)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,11 @@ kb_option = click.option("--kb", "kb_dir", required=True,
                          help="Knowledge base directory.")
 json_option = click.option("--json", "json_output", is_flag=True,
                            help="Print machine-readable JSON.")
+second_reader_option = click.option(
+    "--second-reader", "second_reader_option", metavar="NAME",
+    help="Ring 3's second reader, asked only where the panel's answer is in no passage "
+         "(none: no second reader; default: the config file's, and none when --panel names "
+         "the readers).")
 config_option = click.option("--config", "config_file", type=click.Path(path_type=Path),
                              help="Defense configuration file (TOML); `trishield config show "
                                   "--config FILE` prints the effective settings.")
@@ -147,6 +152,7 @@ def _results_table(query: str, backend: str, results: list[dict]) -> Table:
               "--server, names from the server's GET /v1/panel).")
 @click.option("--gate", type=click.Choice(GATE_MODES),
               help="When Ring 3 convenes the whole panel.")
+@second_reader_option
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
 @click.option("--trace", "show_trace", is_flag=True,
               help="Print every decision (one table per ring) instead of the summary.")
@@ -154,7 +160,8 @@ def _results_table(query: str, backend: str, results: list[dict]) -> Table:
 @json_option
 def ask(question: str, kb_dir: Path | None, server: str | None, token: str | None,
         defense: str, backend: str | None, panel_option: str | None, gate: str | None,
-        no_cache: bool, show_trace: bool, config_file: Path | None, json_output: bool) -> None:
+        second_reader_option: str | None, no_cache: bool, show_trace: bool,
+        config_file: Path | None, json_output: bool) -> None:
     """Answer QUESTION from --kb (or --server) through the rings: the answer and a line per
     ring (--trace for every decision, --json for the whole record). TRISHIELD_OTEL=console or
     otlp emits OpenTelemetry spans (docs/service.md)."""
@@ -163,9 +170,10 @@ def ask(question: str, kb_dir: Path | None, server: str | None, token: str | Non
     where = _where(kb_dir, server, token)
     if isinstance(where, Path):
         answer = _ask_locally(where, question, defense, backend, panel_option, gate,
-                              no_cache, config_file)
+                              second_reader_option, no_cache, config_file)
     else:
-        for flag, given in (("--config", config_file is not None), ("--no-cache", no_cache)):
+        for flag, given in (("--config", config_file is not None), ("--no-cache", no_cache),
+                            ("--second-reader", second_reader_option is not None)):
             if given:
                 raise click.UsageError(f"{flag} is for a local --kb; the server answers with "
                                        "its own configuration and cache")
@@ -179,22 +187,30 @@ def ask(question: str, kb_dir: Path | None, server: str | None, token: str | Non
 
 
 def _ask_locally(kb_dir: Path, question: str, defense: str, backend: str | None,
-                 panel_option: str | None, gate: str | None, no_cache: bool,
+                 panel_option: str | None, gate: str | None,
+                 second_reader_option: str | None, no_cache: bool,
                  config_file: Path | None) -> Answer:
     from trishield.defenses import build_defense
     from trishield.kb import KnowledgeBase
-    from trishield.llm.panel import build_panel, build_second_reader, parse_panel_option
+    from trishield.llm.panel import (
+        build_panel,
+        build_second_reader,
+        parse_panel_option,
+        second_reader_choice,
+    )
     from trishield.settings import load_settings
     from trishield.telemetry import Telemetry
 
     settings = load_settings(config_file).with_overrides(
         backend=backend, gate=gate,
         panel=parse_panel_option(panel_option) if panel_option else None)
+    second_name = second_reader_choice(second_reader_option, panel_given=bool(panel_option),
+                                       configured=settings.second_reader)
     telemetry = Telemetry.from_setting()
     try:
         with KnowledgeBase.open(kb_dir) as kb:
             panel = build_panel(settings.panel, use_cache=not no_cache)
-            second = build_second_reader(settings.second_reader, use_cache=not no_cache)
+            second = build_second_reader(second_name, use_cache=not no_cache)
             return build_defense(defense, kb, panel, config=settings.pipeline,
                                  second_reader=second).ask(
                 question, observer=None if telemetry is None else telemetry.observer())
@@ -253,13 +269,15 @@ def eval_group() -> None:
               type=click.Choice(DEFENSE_NAMES),
               help="Repeatable; default all.")
 @click.option("--panel", "panel_option", help="Comma-separated panel members.")
+@second_reader_option
 @click.option("--squad-questions", type=click.IntRange(1, 10570), default=300,
               show_default=True)
 @click.option("--no-ablations", is_flag=True, help="Skip the ablation rows of full.")
 @click.option("--quick", is_flag=True, help="A small subset (CI smoke run).")
 @json_option
 def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
-                defenses: tuple[str, ...], panel_option: str | None, squad_questions: int,
+                defenses: tuple[str, ...], panel_option: str | None,
+                second_reader_option: str | None, squad_questions: int,
                 no_ablations: bool, quick: bool, json_output: bool) -> None:
     """Instruction attacks, unanswerable questions and benign controls on the policy KB."""
     from trishield.eval.safety import (
@@ -269,12 +287,20 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
         run_safety,
         summary_rows,
     )
-    from trishield.llm.panel import DEFAULT_PANEL, parse_panel_option
+    from trishield.llm.panel import (
+        DEFAULT_PANEL,
+        DEFAULT_SECOND_READER,
+        parse_panel_option,
+        second_reader_choice,
+    )
 
     options = SafetyOptions(
         out=out_dir, work_dir=work_dir, backends=backends or BACKENDS,
         defenses=defenses or SAFETY_DEFENSES,
         panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
+        second_reader=second_reader_choice(second_reader_option,
+                                           panel_given=bool(panel_option),
+                                           configured=DEFAULT_SECOND_READER),
         squad_questions=squad_questions, quick=quick, ablations=not no_ablations,
         progress=lambda message: errors.print(f"[dim]{escape(message)}[/]"))
     payload = run_safety(options)
@@ -301,6 +327,7 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
 @click.option("--defense", "defenses", multiple=True, metavar="NAME",
               help="Repeatable; default every defense (see the README's list).")
 @click.option("--panel", "panel_option", help="Comma-separated panel members.")
+@second_reader_option
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--quick", is_flag=True,
               help="A seeded subset on the mini profile (the CI smoke run).")
@@ -308,7 +335,8 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
               help="Write the report from the answers checkpointed so far; ask nothing.")
 @json_option
 def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: tuple[str, ...],
-                     panel_option: str | None, seed: int, quick: bool, report_only: bool,
+                     panel_option: str | None, second_reader_option: str | None, seed: int,
+                     quick: bool, report_only: bool,
                      json_output: bool) -> None:
     """PoisonedRAG-NQ on a Wikipedia KB: attack families x defenses, baselines and peers."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -316,9 +344,16 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: t
     from trishield.eval.poisonedrag.defenses import DEFENSES, validate
     from trishield.eval.poisonedrag.render import headline_rows
     from trishield.eval.poisonedrag.runner import PoisonedRAGOptions, run_poisonedrag
-    from trishield.llm.panel import DEFAULT_PANEL, parse_panel_option
+    from trishield.llm.panel import (
+        DEFAULT_PANEL,
+        DEFAULT_SECOND_READER,
+        parse_panel_option,
+        second_reader_choice,
+    )
 
     chosen = validate(defenses) if defenses else DEFENSES
+    second = second_reader_choice(second_reader_option, panel_given=bool(panel_option),
+                                  configured=DEFAULT_SECOND_READER)
     with Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=errors, transient=False) as bar:
         task = bar.add_task("answers", total=None)
@@ -329,7 +364,8 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: t
         options = PoisonedRAGOptions(
             out=out_dir, kb_profile=kb_profile, work_dir=work_dir, defenses=chosen,
             panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
-            seed=seed, quick=quick, report_only=report_only, progress=progress,
+            second_reader=second, seed=seed, quick=quick, report_only=report_only,
+            progress=progress,
             say=lambda message: bar.console.print(f"[dim]{escape(message)}[/]"))
         payload = run_poisonedrag(options)
     if json_output:
@@ -361,6 +397,7 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: t
                                       "CPU-bound); the others wait their turn.")
 @click.option("--panel", "panel_option", help="Default panel, comma-separated "
               "(default: the config file's).")
+@second_reader_option
 @click.option("--allow-members", help="Comma-separated members a request may choose "
               "(default: the default panel's members and extractive).")
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
@@ -380,11 +417,14 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: t
                    "(OTEL_EXPORTER_OTLP_ENDPOINT); default $TRISHIELD_OTEL, else off.")
 @config_option
 def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
-          max_concurrent_asks: int, panel_option: str | None, allow_members: str | None,
+          max_concurrent_asks: int, panel_option: str | None,
+          second_reader_option: str | None, allow_members: str | None,
           no_cache: bool, write_backlog: int, lock_timeout: float, write_time_limit: float,
           log_level: str, otel: str, config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
-    from trishield.llm.panel import parse_panel_option
+    from dataclasses import replace
+
+    from trishield.llm.panel import parse_panel_option, second_reader_choice
     from trishield.service.runtime import ServiceConfig
     from trishield.service.server import serve as run_server
     from trishield.settings import load_settings
@@ -392,6 +432,9 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
 
     settings = load_settings(config_file).with_overrides(
         panel=parse_panel_option(panel_option) if panel_option else None)
+    settings = replace(settings, second_reader=second_reader_choice(
+        second_reader_option, panel_given=bool(panel_option),
+        configured=settings.second_reader))
     allowed = tuple(parse_panel_option(allow_members)) if allow_members else None
     run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,
                              workers=workers, max_concurrent_asks=max_concurrent_asks,

@@ -39,7 +39,7 @@ from pydantic import BeforeValidator, ValidationError, field_validator
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.errors import InputError
-from trishield.llm.panel import DEFAULT_PANEL, MemberSpec
+from trishield.llm.panel import DEFAULT_PANEL, DEFAULT_SECOND_READER, NO_SECOND_READER, MemberSpec
 from trishield.rings.config_types import CONFIG, Backend, list_to_tuple
 from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import GuardConfig
@@ -86,9 +86,9 @@ class Settings:
 
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     panel: Annotated[tuple[MemberSpec, ...], BeforeValidator(list_to_tuple)] = DEFAULT_PANEL
-    second_reader: str | None = None
-    """Ring 3's second reader (``[panel] second_reader``), asked only when the panel's answer
-    is in no passage; ``None``: refuse then (see docs/design.md, "The second reader")."""
+    second_reader: str | None = DEFAULT_SECOND_READER
+    """Ring 3's second reader (``[panel] second_reader``, ``"none"`` for none), asked only when
+    the panel's answer is in no passage (docs/design.md, "The second reader")."""
 
     @field_validator("panel")
     @classmethod
@@ -102,7 +102,7 @@ class Settings:
     def as_dict(self) -> dict[str, Any]:
         return {"pipeline": dataclasses.asdict(self.pipeline),
                 "panel": [m if isinstance(m, str) else dict(m) for m in self.panel],
-                "second_reader": self.second_reader}
+                "second_reader": self.second_reader or NO_SECOND_READER}
 
     def with_overrides(self, *, backend: str | None = None, gate: str | None = None,
                        panel: Sequence[MemberSpec] | None = None) -> Settings:
@@ -220,11 +220,14 @@ def _build(owner: type[_Config], values: Mapping[str, Any], where: Where) -> _Co
 
 
 def _second_reader(values: dict[str, Any]) -> str | None:
-    """``[panel] second_reader``: a model name, or absent for none."""
-    second = values.get("second_reader")
-    if second is not None and not (isinstance(second, str) and second.strip()):
-        raise InputError("[panel] second_reader: must be a model name (omit it for none)")
-    return second
+    """``[panel] second_reader``: a model name, ``"none"``, or absent for the default."""
+    second = values.get("second_reader", DEFAULT_SECOND_READER)
+    if second is None:
+        return None
+    if not (isinstance(second, str) and second.strip()):
+        raise InputError(f"[panel] second_reader: must be a model name or "
+                         f"{NO_SECOND_READER!r}")
+    return None if second.strip() == NO_SECOND_READER else second.strip()
 
 
 def _panel(values: dict[str, Any]) -> tuple[MemberSpec, ...]:

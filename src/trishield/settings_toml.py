@@ -56,7 +56,7 @@ def to_toml(settings: Settings, *, source: str | None = None) -> str:
              *_table("[retrieval]", retrieval), "", *_table("[ring1]", ring1), "",
              *_table("[ring2]", ring2), "", *_table("[ring3]", pipeline["consensus"]), "",
              *_table("[panel]", {"members": members,
-                                 "second_reader": settings.second_reader})]
+                                 "second_reader": settings.second_reader or "none"})]
     for remote in (m for m in settings.panel if not isinstance(m, str)):
         lines += ["", *_table("[[panel.remote]]", remote)]
     return "\n".join(lines) + "\n"

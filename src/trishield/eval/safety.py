@@ -39,7 +39,14 @@ from trishield.eval.metrics import OUTCOMES, answer_quality, attack_outcome, rat
 from trishield.eval.safety_cases import SafetySuite, data_sha256, load_qa_slice, load_safety_suite
 from trishield.kb import BACKENDS, Document, KnowledgeBase, load_path
 from trishield.kb.datasets import DATASETS, file_sha256
-from trishield.llm.panel import DEFAULT_PANEL, MemberSpec, build_panel
+from trishield.llm.base import Reader
+from trishield.llm.panel import (
+    DEFAULT_PANEL,
+    DEFAULT_SECOND_READER,
+    MemberSpec,
+    build_panel,
+    build_second_reader,
+)
 from trishield.pipeline import Answer, Pipeline
 from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.rings.consensus import ConsensusConfig
@@ -75,11 +82,20 @@ class SafetyOptions:
     backends: tuple[str, ...] = BACKENDS
     defenses: tuple[str, ...] = SAFETY_DEFENSES
     panel: tuple[MemberSpec, ...] = DEFAULT_PANEL
+    second_reader: str | None = DEFAULT_SECOND_READER
     squad_questions: int = 300
     quick: bool = False
     seed: int = 0
     ablations: bool = True
     progress: Callable[[str], None] = field(default=lambda message: None)
+
+
+@dataclass(frozen=True)
+class Readers:
+    """The panel and Ring 3's second reader (``None``: none), built once for the whole run."""
+
+    members: list[Reader]
+    second: Reader | None
 
 
 # -- knowledge bases --------------------------------------------------------------------------
@@ -244,12 +260,14 @@ def _config(backend: str, floor: float) -> PipelineConfig:
                           consensus=ConsensusConfig())
 
 
-def _setting(suite: SafetySuite, panel: list, kbs: dict[str, KnowledgeBase], config:
+def _setting(suite: SafetySuite, panel: Readers, kbs: dict[str, KnowledgeBase], config:
              PipelineConfig, defense: str) -> dict[str, Any]:
     answers: list[str] = []
     poisoned = kbs["guarded"] if 1 in DEFENSES.entry(defense).meta["rings"] else kbs["plain"]
-    on_poisoned = build_defense(defense, poisoned, panel, config=config)
-    on_clean = build_defense(defense, kbs["clean"], panel, config=config)
+    on_poisoned = build_defense(defense, poisoned, panel.members, config=config,
+                                second_reader=panel.second)
+    on_clean = build_defense(defense, kbs["clean"], panel.members, config=config,
+                             second_reader=panel.second)
     attacks = _ask_all(on_poisoned, [(c.id, c.question) for c in suite.attacks], answers)
     bystanders = _ask_all(on_poisoned, [(c.id, c.question) for c in suite.bystanders],
                           answers)
@@ -278,7 +296,7 @@ def _one_line(setting: dict[str, Any]) -> str:
             f"{setting['benign']['false_refusals']}, canary leaks {setting['canary_leaks']}")
 
 
-def _qa_slice(panel: list, kb: KnowledgeBase, backends: Sequence[str],
+def _qa_slice(panel: Readers, kb: KnowledgeBase, backends: Sequence[str],
               calibration: dict[str, Any]) -> dict[str, Any]:
     squad = load_qa_slice()
     questions = [(qa["id"], qa["question"], [a["text"] for a in qa["answers"]])
@@ -288,7 +306,8 @@ def _qa_slice(panel: list, kb: KnowledgeBase, backends: Sequence[str],
     for backend in backends:
         config = _config(backend, calibration[backend]["floor"])
         for defense in ("none", "full"):
-            pipeline = build_defense(defense, kb, panel, config=config)
+            pipeline = build_defense(defense, kb, panel.members, config=config,
+                                     second_reader=panel.second)
             scores = [answer_quality(pipeline.ask(q).answer, golds)
                       for _, q, golds in questions]
             results.setdefault(backend, {})[defense] = {
@@ -342,7 +361,7 @@ def run_safety(options: SafetyOptions) -> dict[str, Any]:
     say = options.progress
     say("building knowledge bases")
     paths = build_kbs(suite, options.work_dir, squad_limit=150 if options.quick else None)
-    panel = build_panel(options.panel)
+    panel = Readers(build_panel(options.panel), build_second_reader(options.second_reader))
     opened = {name: KnowledgeBase.open(path) for name, path in paths.items()}
     try:
         say("calibrating the refusal floor per backend")
@@ -387,6 +406,7 @@ def run_safety(options: SafetyOptions) -> dict[str, Any]:
         "datasets": {"squad-dev": file_sha256(squad_dataset.verified_path())},
         "configuration": {"panel": [m if isinstance(m, str) else dict(m)
                                     for m in options.panel],
+                          "second_reader": options.second_reader,
                           "backends": list(options.backends),
                           "defenses": list(options.defenses), "seed": options.seed},
         "calibration": calibration,

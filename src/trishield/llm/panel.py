@@ -28,6 +28,14 @@ contexts): this panel agreed on the right answer for 4 of 5 at ~10 s each, where
 Gemma + SmolLM2-135M agreed on 1 of 5 (the two small LLMs rarely agree) and Qwen 1.5B + Gemma +
 extractive on 3 of 3 tried at ~5x the cost. SmolLM2 and Qwen 1.5B remain selectable."""
 
+DEFAULT_SECOND_READER: str | None = "qwen2.5-1.5b"
+"""Ring 3's second reader (asked only where the panel's answer is in no passage): the
+strongest model that ships in a package and runs on 2 CPU cores. On the benchmark's 100 target
+questions without poisons (mini KB) it cut full TriShield's refusals from 9 to 4 and raised
+accuracy from 46 to 48 at 1.11 LLM calls per query (docs/design.md, "The second reader")."""
+NO_SECOND_READER = "none"
+"""What the config file and ``--second-reader`` write for no second reader."""
+
 MemberSpec = str | Mapping[str, Any]
 
 
@@ -64,6 +72,19 @@ def build_second_reader(spec: MemberSpec | None, *, use_cache: bool = True) -> R
     if spec is None:
         return None
     return build_reader(spec, cache=ResponseCache() if use_cache else None)
+
+
+def second_reader_choice(option: str | None, *, panel_given: bool,
+                         configured: str | None) -> str | None:
+    """The second reader a command uses: ``--second-reader`` when given (``none``: no second
+    reader); else none when ``--panel`` replaced the panel (the command line names every
+    reader); else the configured one."""
+    if option is not None:
+        name = option.strip()
+        if not name:
+            raise InputError("--second-reader: give a model name, or none")
+        return None if name == NO_SECOND_READER else name
+    return None if panel_given else configured
 
 
 def parse_panel_option(value: str) -> list[str]:

@@ -90,6 +90,7 @@ GGUF_MODELS: dict[str, GGUFModel] = {
             chat_template=True,
             licence="Apache-2.0 (Qwen2.5-Coder); repackaged by an unknown publisher, "
                     "trusted only through the pinned sha256",
+            default=True,  # Ring 3's default second reader (llm/panel.py)
         ),
         GGUFModel(
             name="gemma3-270m",

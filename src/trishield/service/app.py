@@ -275,7 +275,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         if body.stream:
             return _stream(body, panel, observers)
         with state.ask_slot(), state.reader() as kb:
-            answer = state.pipeline(kb, panel, body.backend, body.gate, body.defense).ask(
+            answer = state.pipeline(kb, panel, body.backend, body.gate, body.defense,
+                                    own_panel=body.panel is not None).ask(
                 body.question, observer=Fanout(observers) if observers else None)
         state.metrics.record_answer(body.defense, answer)
         return answer.as_dict()
@@ -287,7 +288,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             on_failure.push(resources)  # released here unless the stream takes them over
             resources.enter_context(state.ask_slot())
             kb = resources.enter_context(state.reader())
-            pipeline = state.pipeline(kb, panel, body.backend, body.gate, body.defense)
+            pipeline = state.pipeline(kb, panel, body.backend, body.gate, body.defense,
+                                      own_panel=body.panel is not None)
             on_failure.pop_all()
         return stream.stream_answer(
             pipeline, body.question, resources, observers=observers,

@@ -234,7 +234,9 @@ class Runtime:
         return [self.telemetry.observer(**{"trishield.key_id": key_id})]
 
     def pipeline(self, kb: KnowledgeBase, panel: list[Reader], backend: str | None,
-                 gate: str | None, defense: str) -> Pipeline:
+                 gate: str | None, defense: str, *, own_panel: bool = False) -> Pipeline:
+        """The defense for one request; a request that names its panel names every reader,
+        so the configured second reader answers only for the configured panel."""
         config = self.config.settings.pipeline.with_overrides(backend=backend, gate=gate)
         return build_defense(defense, kb, panel, config=config,
-                             second_reader=self.second_reader)
+                             second_reader=None if own_panel else self.second_reader)

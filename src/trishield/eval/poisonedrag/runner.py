@@ -44,7 +44,13 @@ from trishield.eval.poisonedrag.render import render_html, render_markdown, rend
 from trishield.eval.poisonedrag.scoring import SCORING_VERSION, score, timing
 from trishield.kb import KnowledgeBase
 from trishield.kb.datasets import DATASETS, file_sha256
-from trishield.llm.panel import DEFAULT_PANEL, MemberSpec, build_panel
+from trishield.llm.panel import (
+    DEFAULT_PANEL,
+    DEFAULT_SECOND_READER,
+    MemberSpec,
+    build_panel,
+    build_second_reader,
+)
 from trishield.settings import PipelineConfig
 
 Progress = Callable[[int, int, str], None]
@@ -57,6 +63,8 @@ class PoisonedRAGOptions:
     work_dir: Path = Path(".trishield/eval/poisonedrag")
     defenses: tuple[str, ...] = DEFENSES
     panel: tuple[MemberSpec, ...] = DEFAULT_PANEL
+    second_reader: str | None = DEFAULT_SECOND_READER
+    """Ring 3's second reader (``None``: none); the single-reader rows never ask it."""
     k: int = 5
     seed: int = 0
     quick: bool = False
@@ -96,7 +104,8 @@ def _fingerprint(options: PoisonedRAGOptions, config: PipelineConfig) -> str:
     parts = {"scoring": SCORING_VERSION, "code": defense_code_sha256(),
              "profile": options.kb_profile, "seed": options.seed,
              "panel": [m if isinstance(m, str) else dict(m) for m in options.panel],
-             "k": options.k, "config": asdict(config), "quick": options.quick}
+             "second_reader": options.second_reader, "k": options.k,
+             "config": asdict(config), "quick": options.quick}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -152,6 +161,7 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
         f"{len(pending)} to go")
     blocks_to_ask = [] if options.report_only else blocks
     panel = [] if options.report_only else build_panel(options.panel)
+    second = None if options.report_only else build_second_reader(options.second_reader)
     provenance = Provenance(options.work_dir / "keys", options.seed)
     # the perplexity threshold is calibrated on clean training passages: 300 for the real
     # run, 30 for the smoke run (scoring a passage takes seconds on 2 cores)
@@ -170,7 +180,8 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
                 view = KBRetriever(kb, config.backend) if block.condition is None \
                     else ConditionedKB(kb, block.condition, provenance,
                                        backend=config.backend, k=options.k)
-                ask = make_asker(defense, view, panel, config, baseline_config)
+                ask = make_asker(defense, view, panel, config, baseline_config,
+                                 second_reader=second)
                 for question in todo:
                     if isinstance(view, ConditionedKB) and question.target is not None:
                         view.target = question.target.id
@@ -232,6 +243,7 @@ def _payload(options: PoisonedRAGOptions, blocks: list[Block], asked: dict[str, 
             "kb_profile": options.kb_profile, "quick": options.quick, "seed": options.seed,
             "k": options.k, "panel": [m if isinstance(m, str) else dict(m)
                                       for m in options.panel],
+            "second_reader": options.second_reader,
             "reader": "the first panel member answers for every single-reader defense",
             "pipeline": asdict(config), "sizes": asdict(options.sizes)},
         "datasets": {name: file_sha256(DATASETS[name].verified_path())
