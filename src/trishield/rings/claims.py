@@ -158,9 +158,11 @@ MEMO_SENTENCES = 16384
 @lru_cache(maxsize=MEMO_PASSAGES)
 def read_passage(text: str) -> Reading:
     """Tokenising and splitting a passage is the cost of reading it, and it does not depend
-    on the question: done once per text and kept (bounded)."""
-    return Reading(frozenset(index_terms(text)),
-                   tuple(Sentence(s, frozenset(index_terms(s))) for s in sentences(text)))
+    on the question: done once per text and kept (bounded). The passage's terms are the
+    union of its sentences' (no word crosses a sentence boundary: the text between two
+    sentences is whitespace, closing quotes or brackets), so it is tokenised once."""
+    parts = tuple(Sentence(s, frozenset(index_terms(s))) for s in sentences(text))
+    return Reading(frozenset().union(*(part.terms for part in parts)), parts)
 
 
 def _window(sentence: str, start: int, end: int) -> frozenset[str]:
