@@ -53,6 +53,7 @@ _NUMBER = re.compile(r"(?<![\w.])[$£€]?\d+(?:[.,]\d+)*(?:\s*%)?"
 _NAME_WORD = r"(?:[A-Z][\w'\u2019.&-]*|\d+[A-Za-z]*)"
 _CONNECTOR = r"(?:of|de|du|da|del|der|la|le|van|von|the|and|&|y)"
 _NAME = re.compile(rf"{_NAME_WORD}(?:\s+(?:{_CONNECTOR}\s+)?{_NAME_WORD})*")
+_DIGIT = re.compile(r"\d")
 _OPENING = re.compile(r"[\w']+\s+")
 _WORD = re.compile(r"[\w']+")
 
@@ -108,7 +109,18 @@ class Span:
     kind: str
 
 
+MEMO_PASSAGES = 4096
+"""Passages whose :class:`Reading` is kept in process (a wiki5k pool is 20 passages, so this
+covers the last ~200 questions' pools; retrieved passages recur across related questions and
+Ring 3 reads the same context again). Bounded: the least recently used is dropped."""
+MEMO_SENTENCES = 16384
+"""(Sentence, span kind) pairs whose :class:`Found` spans are kept in process, and span texts
+whose keys are."""
+
+
+@lru_cache(maxsize=MEMO_SENTENCES)
 def _key(text: str) -> str:
+    """A span's comparison key; spans recur (one name in many passages), so kept."""
     return normalize_answer(canonical_numbers(text))
 
 
@@ -147,14 +159,6 @@ class Reading:
     sentences: tuple[Sentence, ...]
 
 
-MEMO_PASSAGES = 4096
-"""Passages whose :class:`Reading` is kept in process (a wiki5k pool is 20 passages, so this
-covers the last ~200 questions' pools; retrieved passages recur across related questions and
-Ring 3 reads the same context again). Bounded: the least recently used is dropped."""
-MEMO_SENTENCES = 16384
-"""(Sentence, span kind) pairs whose :class:`Found` spans are kept in process."""
-
-
 @lru_cache(maxsize=MEMO_PASSAGES)
 def read_passage(text: str) -> Reading:
     """Tokenising and splitting a passage is the cost of reading it, and it does not depend
@@ -166,8 +170,9 @@ def read_passage(text: str) -> Reading:
 
 
 def _window(sentence: str, start: int, end: int) -> frozenset[str]:
-    before = sentence[:start].split()[-WINDOW_WORDS:]
-    after = sentence[end:].split()[:WINDOW_WORDS]
+    # only the words next to the span are split off (the same words as splitting it all)
+    before = sentence[:start].rsplit(None, WINDOW_WORDS)[-WINDOW_WORDS:]
+    after = sentence[end:].split(None, WINDOW_WORDS)[:WINDOW_WORDS]
     return frozenset(index_terms(" ".join(before + after)))
 
 
@@ -182,6 +187,8 @@ def spans_in(sentence: str, component: str) -> tuple[Found, ...]:
     echoes of the question included (:func:`claim_of` drops those for its question). The
     regex scans are most of a passage's reading: done once per sentence and kind, kept."""
     if component == "date":
+        if not _DIGIT.search(sentence):
+            return ()  # every date has a digit; two thirds of sentences have none
         return tuple(_found(sentence, m.start(), m.end(), Span(m.group(0), _key(m.group(0)),
                                                                "date"))
                      for m in _DATE.finditer(sentence))
@@ -211,6 +218,7 @@ def clear_memo() -> None:
     """Forget every passage read so far (to measure a cold start; nothing else needs it)."""
     read_passage.cache_clear()
     spans_in.cache_clear()
+    _key.cache_clear()
 
 
 @dataclass(frozen=True)
