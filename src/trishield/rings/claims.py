@@ -259,25 +259,28 @@ def claim_of(asked: Asked, text: str) -> PassageClaim:
     "episodes"; a date in the sentence that names the show sits next to neither). A span
     that only repeats the question ("season 4" asked about "season 4") answers nothing."""
     reading = read_passage(text)
-    share = len(asked.terms & reading.terms) / len(asked.terms) if asked.terms else 0.0
+    terms, words = asked.terms, asked.words
+    share = len(terms & reading.terms) / len(terms) if terms else 0.0
     scored: list[tuple[float, int, Span]] = []
-    order = 0
     for sentence in reading.sentences:
-        overlap = len(asked.terms & sentence.terms)
+        overlap = len(terms & sentence.terms)
         if not overlap:
             continue
         for component in _COMPONENTS[asked.kind]:
             for found in spans_in(sentence.text, component):
-                if not found.span.key or found.key_stems <= asked.words:
-                    continue
-                scored.append((overlap + 2 * len(asked.terms & found.window), order,
-                               found.span))
-                order += 1
+                if found.span.key and not found.key_stems <= words:
+                    scored.append((-(overlap + 2 * len(terms & found.window)), len(scored),
+                                   found.span))
+    scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
-    for _, _, span in sorted(scored, key=lambda item: (-item[0], item[1])):
-        if span.key not in {s.key for s in spans}:
+    keys: set[str] = set()
+    for _, _, span in scored:
+        if span.key not in keys:
+            keys.add(span.key)
             spans.append(span)
-    return PassageClaim(share, tuple(spans[:MAX_SPANS]))
+            if len(spans) == MAX_SPANS:
+                break
+    return PassageClaim(share, tuple(spans))
 
 
 def states(answer: str, text: str, question: str = "") -> bool:
