@@ -157,3 +157,16 @@ def test_the_memo_is_bounded_and_refuses_an_unknown_span_kind() -> None:
     assert spans_in.cache_info().maxsize == claims.MEMO_SENTENCES
     with pytest.raises(ValueError, match="unknown span kind 'money'"):
         spans_in("It cost 5 dollars.", "money")
+
+
+NUMBERISH = st.lists(st.sampled_from([
+    "one", "One", "seventeen", "seven", "twenty", "-", " ", "  ", "five", "hundred", "ten",
+    "often", "tent", "1", "1,500", "2.5", "%", " %", "$", "\u00a3", ".", "'s", "_", "x",
+    "\u017fix", "\u212a", "\n", "Thousand", "million"]), max_size=25).map("".join)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(sentence=NUMBERISH)
+def test_numbers_scanned_apart_equal_the_one_scan(sentence: str) -> None:
+    assert ([(m.start(), m.end()) for m in claims._numbers(sentence)]
+            == [(m.start(), m.end()) for m in claims._NUMBER.finditer(sentence)])

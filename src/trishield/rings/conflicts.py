@@ -45,7 +45,7 @@ class Conflict:
                 "shared_frame": list(self.shared_frame)}
 
 
-MEMO_PASSAGES = 4096
+MEMO_PASSAGES = 2048
 """Passages whose numeric claims are kept in process: reading them is per-passage work that
 does not depend on the question, and pools of related questions share passages."""
 
