@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from trishield.answers import answer_core, canonical_numbers, normalize_answer, own_terms
 from trishield.text import QUESTION_PHRASING, STOPWORDS, index_terms, sentences, stem
@@ -137,11 +137,12 @@ _COMPONENTS: dict[AnswerType, tuple[str, ...]] = {
 """The span kinds each answer type looks for, in the order their spans are listed."""
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """A span of one kind in one sentence, with what does not depend on the question: its
     place, the stems of its key (to tell an echo of the question) and the terms of the
-    :data:`WINDOW_WORDS` words either side of it."""
+    :data:`WINDOW_WORDS` words either side of it. (A named tuple, like :class:`Sentence` and
+    :class:`Reading`: thousands are built when a pool is read cold, three times faster than
+    frozen dataclasses.)"""
 
     start: int
     end: int
@@ -150,16 +151,14 @@ class Found:
     window: frozenset[str]
 
 
-@dataclass(frozen=True)
-class Sentence:
+class Sentence(NamedTuple):
     """One sentence of a passage and its stemmed content terms."""
 
     text: str
     terms: frozenset[str]
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     """A passage read once, whatever the question: its terms and its sentences."""
 
     terms: frozenset[str]
