@@ -265,3 +265,8 @@ def test_near_duplicate_clusters_are_computed_once_and_handed_out_as_copies() ->
     assert clusters == [(0, 1), (2,), (3,)]
     clusters.clear()
     assert evidence.near_duplicate_clusters() == [(0, 1), (2,), (3,)]
+
+
+def test_evidence_needs_one_embedding_per_passage() -> None:
+    with pytest.raises(ValueError, match="3 embeddings for 2 passages"):
+        Evidence(QUESTION, [_item(0, TRUE, "a"), _item(1, LIES[0], "b")], _orthogonal(3), None)

@@ -215,6 +215,8 @@ class Evidence:
                                          self.config) for i in self.items}
         n = len(self.items)
         self.duplicate = np.zeros((n, n), dtype=bool)
+        if embeddings is not None and len(embeddings) != n:
+            raise ValueError(f"{len(embeddings)} embeddings for {n} passages: one each")
         if embeddings is not None and n:
             similarity = embeddings @ embeddings.T
             self.duplicate = similarity >= self.config.near_duplicate
