@@ -9,7 +9,14 @@ import pytest
 from trishield.kb.retrieval import Candidate
 from trishield.kb.store import StoredChunk
 from trishield.rings.claims import answer_type, passage_claim, states
-from trishield.rings.evidence import Evidence, EvidenceConfig, Item, record
+from trishield.rings.evidence import (
+    Evidence,
+    EvidenceConfig,
+    Item,
+    components,
+    record,
+    shared_answers,
+)
 from trishield.rings.retrieval_scorer import RetrievalScorer
 
 QUESTION = "Who designed the Halden Bridge?"
@@ -185,3 +192,81 @@ def test_a_flagged_passage_weighs_less_without_losing_its_tier() -> None:
     assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
     assert verdict.opposition.sources[0].tier == "neutral"
     assert verdict.opposition.weight == pytest.approx(EvidenceConfig().flagged_weight)
+
+
+# -- the pairwise work done at once -----------------------------------------------------------
+
+
+def _reference_components(members, links) -> list[tuple[int, ...]]:
+    """The search as it was: the numpy matrix read cell by cell."""
+    remaining, groups = list(members), []
+    while remaining:
+        group = [remaining.pop(0)]
+        frontier = list(group)
+        while frontier:
+            current = frontier.pop()
+            joined = [m for m in remaining if links[current, m]]
+            for m in joined:
+                remaining.remove(m)
+            group += joined
+            frontier += joined
+        groups.append(tuple(sorted(group)))
+    return groups
+
+
+def test_components_equal_the_cell_by_cell_search_on_random_links() -> None:
+    """Directed (a matrix product need not be exactly symmetric) and undirected links, any
+    member order, sparse to dense."""
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n = int(rng.integers(1, 26))
+        links = rng.random((n + 2, n + 2)) < rng.random() * 0.4
+        if trial % 2:
+            links |= links.T
+        members = [int(m) for m in rng.permutation(n + 2)[:n]]
+        assert components(members, links) == _reference_components(members, links)
+    assert components([], np.zeros((0, 0), dtype=bool)) == []
+
+
+def test_components_refuse_a_repeated_member() -> None:
+    with pytest.raises(ValueError, match="member 2 appears twice"):
+        components([2, 0, 2], np.eye(3, dtype=bool))
+
+
+def test_same_origin_and_shared_answers_equal_the_pairwise_rules() -> None:
+    rng = np.random.default_rng(3)
+    texts = [TRUE, *LIES, "Bananas are rich in potassium.", "Ada Lindqvist, 1912."]
+    items = [_item(n, texts[n % len(texts)], f"w{rng.integers(0, 4)}",
+                   batch=None if n % 3 == 0 else int(rng.integers(0, 3)))
+             for n in range(16)]
+    evidence = Evidence(QUESTION, items, rng.normal(size=(16, 4)), None)
+    pairwise = np.array([[a.writer == b.writer or (a.batch is not None and a.batch == b.batch)
+                          for b in items] for a in items])
+    assert (evidence.same_origin == pairwise).all()
+    assert (evidence.linked == (pairwise | evidence.duplicate)).all()
+    members = [i for i, claim in enumerate(evidence.claims) if claim.answers]
+    assert len(members) >= 6
+    share = shared_answers(evidence.claims, members)
+    for a in range(len(items)):
+        for b in range(len(items)):
+            keys = {s.key for s in evidence.claims[a].spans}
+            expected = (a in members and b in members
+                        and bool(keys & {s.key for s in evidence.claims[b].spans}))
+            assert share[a, b] == expected
+    groups = evidence.claim_groups(members)
+    assert [list(g) for g in _reference_components(members, share)] == groups
+
+
+def test_near_duplicate_clusters_are_computed_once_and_handed_out_as_copies() -> None:
+    vectors = _orthogonal(4)
+    vectors[1] = vectors[0]
+    evidence = Evidence(QUESTION, [_item(n, TRUE, f"w{n}") for n in range(4)], vectors, None)
+    clusters = evidence.near_duplicate_clusters()
+    assert clusters == [(0, 1), (2,), (3,)]
+    clusters.clear()
+    assert evidence.near_duplicate_clusters() == [(0, 1), (2,), (3,)]
+
+
+def test_evidence_needs_one_embedding_per_passage() -> None:
+    with pytest.raises(ValueError, match="3 embeddings for 2 passages"):
+        Evidence(QUESTION, [_item(0, TRUE, "a"), _item(1, LIES[0], "b")], _orthogonal(3), None)

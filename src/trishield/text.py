@@ -13,6 +13,12 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 _TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+r""":data:`_TOKEN` on lower-cased ASCII text: there ``[^\W_]`` is exactly ``[A-Za-z0-9]`` and
+lower-casing maps letters one to one, so lower-casing the text once and scanning with a plain
+class gives the same words at the same places, about 30% faster than lower-casing each
+word (tokenising is most of reading a passage at query time). Other text keeps the general
+path: there lower-casing first could change a word (U+0130 becomes two characters)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*#])")
 
 STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS)
@@ -20,11 +26,15 @@ STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS)
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters and digits; apostrophes kept inside words)."""
+    if text.isascii():
+        return _ASCII_TOKEN.findall(text.lower())
     return [token.lower() for token in _TOKEN.findall(text)]
 
 
 def word_spans(text: str) -> list[tuple[str, int, int]]:
     """:func:`words` with where each word is: ``(lower-cased word, start, end)``."""
+    if text.isascii():
+        return [(m.group(), m.start(), m.end()) for m in _ASCII_TOKEN.finditer(text.lower())]
     return [(m.group().lower(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
@@ -63,8 +73,9 @@ def stem(word: str) -> str:
 
 
 def index_terms(text: str) -> list[str]:
-    """Stemmed content words: what the lexical index matches on ("bicycles" finds "bicycle")."""
-    return [stem(word) for word in content_words(text)]
+    """Stemmed content words: what the lexical index matches on ("bicycles" finds "bicycle").
+    (:func:`content_words` inlined: Ring 2 calls this for every sentence it reads.)"""
+    return [stem(word) for word in words(text) if word not in STOPWORDS]
 
 
 QUESTION_PHRASING: frozenset[str] = frozenset(stem(word) for word in (

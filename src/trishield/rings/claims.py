@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple
 
 from trishield.answers import answer_core, canonical_numbers, normalize_answer, own_terms
 from trishield.text import QUESTION_PHRASING, STOPWORDS, index_terms, sentences, stem
@@ -43,15 +44,24 @@ _MONTHS = ("january|february|march|april|may|june|july|august|september|october|
 _DATE = re.compile(rf"\b(?:(?:\d{{1,2}}\s+)?(?:{_MONTHS})\.?(?:\s+\d{{1,2}})?,?\s+)?"
                    r"\d{3,4}s?\b(?:\s*(?:BC|BCE|AD|CE)\b)?"
                    r"|\b\d{1,2}(?:st|nd|rd|th)\s+century\b", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![\w.])[$£€]?\d+(?:[.,]\d+)*(?:\s*%)?"
-                     r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-                     r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|"
-                     r"thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|"
-                     r"million|billion)(?:[- ](?:one|two|three|four|five|six|seven|eight|nine|"
-                     r"hundred|thousand|million|billion))*\b", re.IGNORECASE)
+_NUMBER_WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+                 "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+                 "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty",
+                 "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion")
+_NUMBER_DIGITS = r"(?<![\w.])[$£€]?\d+(?:[.,]\d+)*(?:\s*%)?"
+_NUMBER_SPELT = (rf"\b(?:{'|'.join(_NUMBER_WORDS)})(?:[- ](?:one|two|three|four|five|six|"
+                 r"seven|eight|nine|hundred|thousand|million|billion))*\b")
+_NUMBER = re.compile(f"{_NUMBER_DIGITS}|{_NUMBER_SPELT}", re.IGNORECASE)
+_DIGITS_ONLY = re.compile(_NUMBER_DIGITS, re.IGNORECASE)
+_SPELT_ONLY = re.compile(_NUMBER_SPELT, re.IGNORECASE)
+_NUMBER_WORD_SET = frozenset(_NUMBER_WORDS)
+_WORD_RUN = re.compile(r"\w+")
 _NAME_WORD = r"(?:[A-Z][\w'\u2019.&-]*|\d+[A-Za-z]*)"
 _CONNECTOR = r"(?:of|de|du|da|del|der|la|le|van|von|the|and|&|y)"
 _NAME = re.compile(rf"{_NAME_WORD}(?:\s+(?:{_CONNECTOR}\s+)?{_NAME_WORD})*")
+_DIGIT = re.compile(r"\d")
+_OPENING = re.compile(r"[\w']+\s+")
+_WORD = re.compile(r"[\w']+")
 
 
 def answer_type(question: str) -> AnswerType:
@@ -78,6 +88,25 @@ def relevance(question: str, text: str) -> float:
 
 
 @dataclass(frozen=True)
+class Asked:
+    """What a question asks, read once per question (Ring 2 reads a pool of 20 passages for
+    one question, so nothing here is recomputed per passage)."""
+
+    terms: frozenset[str]
+    """:func:`question_terms`: what a passage must share to be about the question."""
+    kind: AnswerType
+    """:func:`answer_type`: which spans answer it."""
+    words: frozenset[str]
+    """Every stemmed word of the question: a span made only of these merely echoes it."""
+
+
+def read_question(question: str) -> Asked:
+    """The question as :func:`claim_of` reads passages against it."""
+    return Asked(frozenset(question_terms(question)), answer_type(question),
+                 frozenset(stem(w) for w in re.findall(r"[\w']+", question.lower())))
+
+
+@dataclass(frozen=True)
 class Span:
     """A candidate answer: its text as written and the key two claims are compared by."""
 
@@ -86,41 +115,135 @@ class Span:
     kind: str
 
 
+MEMO_PASSAGES = 2048
+"""Passages whose :class:`Reading` is kept in process: the last ~100 wiki5k pools of 20
+(retrieved passages recur across related questions, and Ring 3 reads the context again).
+Bounded, least recently used dropped: with :data:`MEMO_SENTENCES` about 16 KB a passage
+measured on wiki5k (sentences, term sets, spans), so 30-35 MB at most."""
+MEMO_SENTENCES = 8192
+"""(Sentence, span kind) pairs whose :class:`Found` spans are kept (about 3.4 per passage
+read on wiki5k), and span texts whose keys are."""
+
+
+@lru_cache(maxsize=MEMO_SENTENCES)
 def _key(text: str) -> str:
+    """A span's comparison key; spans recur (one name in many passages), so kept."""
     return normalize_answer(canonical_numbers(text))
 
 
-def _spans_of(sentence: str, kind: AnswerType,
-              asked_words: set[str]) -> list[tuple[int, int, Span]]:
-    """``(start, end, span)`` of every candidate answer of ``kind`` in ``sentence``."""
-    found: list[tuple[int, int, Span]] = []
-    if kind in ("date", "any"):
-        found += [(m.start(), m.end(), Span(m.group(0), _key(m.group(0)), "date"))
-                  for m in _DATE.finditer(sentence)]
-    if kind in ("number", "any"):
-        found += [(m.start(), m.end(), Span(m.group(0), _key(m.group(0)), "number"))
-                  for m in _NUMBER.finditer(sentence)]
-    if kind in ("name", "any"):
-        for match in _NAME.finditer(sentence):
-            text = match.group(0).rstrip(".'\u2019-&")
-            start = match.start()
-            while (opening := re.match(r"[\w']+\s+", text)) and (
-                    opening.group(0).strip().lower() in STOPWORDS):
-                text, start = text[opening.end():], start + opening.end()
-            words = re.findall(r"[\w']+", text.lower())
-            if not [w for w in words if w not in STOPWORDS]:
-                continue
-            if start == 0 and len(words) == 1:
-                continue  # a capitalised sentence opening ("Remarkably"), not a name
-            found.append((start, start + len(text), Span(text, _key(text), "name")))
-    return [(start, end, span) for start, end, span in found
-            if span.key and not _echoes(span.key, asked_words)]
+_COMPONENTS: dict[AnswerType, tuple[str, ...]] = {
+    "date": ("date",), "number": ("number",), "name": ("name",),
+    "any": ("date", "number", "name")}
+"""The span kinds each answer type looks for, in the order their spans are listed."""
 
 
-def _echoes(key: str, asked_words: set[str]) -> bool:
-    """A span whose every term is in the question answers nothing ("season 4" asked "season
-    4"); a number of the question is an echo too."""
-    return {stem(w) for w in key.split()} <= asked_words
+class Found(NamedTuple):
+    """A span of one kind in one sentence, with what does not depend on the question: its
+    place, the stems of its key (to tell an echo of the question) and the terms of the
+    :data:`WINDOW_WORDS` words either side of it. (A named tuple, like :class:`Sentence` and
+    :class:`Reading`: thousands are built when a pool is read cold, three times faster than
+    frozen dataclasses.)"""
+
+    start: int
+    end: int
+    span: Span
+    key_stems: frozenset[str]
+    window: frozenset[str]
+
+
+class Sentence(NamedTuple):
+    """One sentence of a passage and its stemmed content terms."""
+
+    text: str
+    terms: frozenset[str]
+
+
+class Reading(NamedTuple):
+    """A passage read once, whatever the question: its terms and its sentences."""
+
+    terms: frozenset[str]
+    sentences: tuple[Sentence, ...]
+
+
+@lru_cache(maxsize=MEMO_PASSAGES)
+def read_passage(text: str) -> Reading:
+    """Tokenising and splitting a passage is the cost of reading it, and it does not depend
+    on the question: done once per text and kept (bounded). The passage's terms are the
+    union of its sentences' (no word crosses a sentence boundary: the text between two
+    sentences is whitespace, closing quotes or brackets), so it is tokenised once."""
+    parts = tuple(Sentence(s, frozenset(index_terms(s))) for s in sentences(text))
+    return Reading(frozenset().union(*(part.terms for part in parts)), parts)
+
+
+def _window(sentence: str, start: int, end: int) -> frozenset[str]:
+    # only the words next to the span are split off (the same words as splitting it all)
+    before = sentence[:start].rsplit(None, WINDOW_WORDS)[-WINDOW_WORDS:]
+    after = sentence[end:].split(None, WINDOW_WORDS)[:WINDOW_WORDS]
+    return frozenset(index_terms(" ".join(before + after)))
+
+
+def _found(sentence: str, start: int, end: int, span: Span) -> Found:
+    return Found(start, end, span, frozenset(stem(w) for w in span.key.split()),
+                 _window(sentence, start, end))
+
+
+@lru_cache(maxsize=MEMO_SENTENCES)
+def spans_in(sentence: str, component: str) -> tuple[Found, ...]:
+    """Every candidate answer of one kind (``date``, ``number``, ``name``) in ``sentence``,
+    echoes of the question included (:func:`claim_of` drops those for its question). The
+    regex scans are most of a passage's reading: done once per sentence and kind, kept."""
+    if component == "date":
+        if not _DIGIT.search(sentence):
+            return ()  # every date has a digit; two thirds of sentences have none
+        return tuple(_found(sentence, m.start(), m.end(), Span(m.group(0), _key(m.group(0)),
+                                                               "date"))
+                     for m in _DATE.finditer(sentence))
+    if component == "number":
+        return tuple(_found(sentence, m.start(), m.end(), Span(m.group(0), _key(m.group(0)),
+                                                               "number"))
+                     for m in _numbers(sentence))
+    if component != "name":
+        raise ValueError(f"unknown span kind {component!r}; known: date, number, name")
+    found = []
+    for match in _NAME.finditer(sentence):
+        text = match.group(0).rstrip(".'\u2019-&")
+        start = match.start()
+        while (opening := _OPENING.match(text)) and (
+                opening.group(0).strip().lower() in STOPWORDS):
+            text, start = text[opening.end():], start + opening.end()
+        words = _WORD.findall(text.lower())
+        if not [w for w in words if w not in STOPWORDS]:
+            continue
+        if start == 0 and len(words) == 1:
+            continue  # a capitalised sentence opening ("Remarkably"), not a name
+        found.append(_found(sentence, start, start + len(text), Span(text, _key(text), "name")))
+    return tuple(found)
+
+
+def _numbers(sentence: str) -> list[re.Match[str]]:
+    """``_NUMBER.finditer(sentence)``, about twice as fast on ASCII text.
+
+    The spelt-out alternative (31 words, case-insensitive, tried at every word boundary) is
+    most of the scan. Its matches and the digits' can neither overlap nor start at one place
+    (letters, spaces and hyphens against digits, currency, separators and a space only before
+    ``%``), so the two are scanned apart and merged by position, each only when it can match:
+    digits when there is a digit, spelt numbers when a whole word is one (a spelt match
+    starts at a word boundary and its first word ends at one). On ASCII text case-insensitive
+    matching is matching the lower-cased text; elsewhere (U+017F matches "s") the one scan."""
+    if not sentence.isascii():
+        return list(_NUMBER.finditer(sentence))
+    found = list(_DIGITS_ONLY.finditer(sentence)) if _DIGIT.search(sentence) else []
+    if not _NUMBER_WORD_SET.isdisjoint(_WORD_RUN.findall(sentence.lower())):
+        found += _SPELT_ONLY.finditer(sentence)
+        found.sort(key=lambda match: match.start())
+    return found
+
+
+def clear_memo() -> None:
+    """Forget every passage read so far (to measure a cold start; nothing else needs it)."""
+    read_passage.cache_clear()
+    spans_in.cache_clear()
+    _key.cache_clear()
 
 
 @dataclass(frozen=True)
@@ -147,33 +270,42 @@ MAX_SPANS = 6
 
 
 def passage_claim(question: str, text: str) -> PassageClaim:
-    """The candidate answers ``text`` gives to ``question`` (see the module docstring).
+    """The candidate answers ``text`` gives to ``question`` (see :func:`claim_of`)."""
+    return claim_of(read_question(question), text)
+
+
+def claim_of(asked: Asked, text: str) -> PassageClaim:
+    """The candidate answers ``text`` gives to the question ``asked`` (see the module
+    docstring).
 
     Every span of the asked type in a sentence that shares a question term is scored by the
     question terms in its sentence plus twice those within :data:`WINDOW_WORDS` words of it
     (span scoring: "The season contained 23 episodes" puts 23 next to "season" and
-    "episodes"; a date in the sentence that names the show sits next to neither)."""
-    share = relevance(question, text)
-    kind = answer_type(question)
-    asked = question_terms(question)
-    asked_words = {stem(w) for w in re.findall(r"[\w']+", question.lower())}
+    "episodes"; a date in the sentence that names the show sits next to neither). A span
+    that only repeats the question ("season 4" asked about "season 4") answers nothing."""
+    reading = read_passage(text)
+    terms, words = asked.terms, asked.words
+    share = len(terms & reading.terms) / len(terms) if terms else 0.0
     scored: list[tuple[float, int, Span]] = []
-    order = 0
-    for sentence in sentences(text):
-        overlap = len(asked & set(index_terms(sentence)))
+    for sentence in reading.sentences:
+        overlap = len(terms & sentence.terms)
         if not overlap:
             continue
-        for start, end, span in _spans_of(sentence, kind, asked_words):
-            before = sentence[:start].split()[-WINDOW_WORDS:]
-            after = sentence[end:].split()[:WINDOW_WORDS]
-            local = len(asked & set(index_terms(" ".join(before + after))))
-            scored.append((overlap + 2 * local, order, span))
-            order += 1
+        for component in _COMPONENTS[asked.kind]:
+            for found in spans_in(sentence.text, component):
+                if found.span.key and not found.key_stems <= words:
+                    scored.append((-(overlap + 2 * len(terms & found.window)), len(scored),
+                                   found.span))
+    scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
-    for _, _, span in sorted(scored, key=lambda item: (-item[0], item[1])):
-        if span.key not in {s.key for s in spans}:
+    keys: set[str] = set()
+    for _, _, span in scored:
+        if span.key not in keys:
+            keys.add(span.key)
             spans.append(span)
-    return PassageClaim(share, tuple(spans[:MAX_SPANS]))
+            if len(spans) == MAX_SPANS:
+                break
+    return PassageClaim(share, tuple(spans))
 
 
 def states(answer: str, text: str, question: str = "") -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from trishield.text import STOPWORDS, content_words
 
@@ -44,8 +45,19 @@ class Conflict:
                 "shared_frame": list(self.shared_frame)}
 
 
+MEMO_PASSAGES = 2048
+"""Passages whose numeric claims are kept in process: reading them is per-passage work that
+does not depend on the question, and pools of related questions share passages."""
+
+
 def numeric_claims(text: str) -> list[NumericClaim]:
     """Numbers with their unit (the word after, or $/%), and the content words before them."""
+    return list(read_numbers(text))
+
+
+@lru_cache(maxsize=MEMO_PASSAGES)
+def read_numbers(text: str) -> tuple[NumericClaim, ...]:
+    """:func:`numeric_claims`, kept per text (bounded, least recently used dropped)."""
     claims = []
     for match in _NUMBER.finditer(text):
         currency, number, percent, following = match.groups()
@@ -57,22 +69,35 @@ def numeric_claims(text: str) -> list[NumericClaim]:
         value = number.replace(",", "")
         claims.append(NumericClaim(value, unit.rstrip("s") if unit[-1:].isalpha() else unit,
                                    frozenset(before), match.group().strip()))
-    return claims
+    return tuple(claims)
 
 
 def find_conflicts(passages: list[tuple[str, str, str]]) -> list[Conflict]:
-    """Conflicts among ``(passage_id, doc_id, text)``; passages of one document never conflict."""
-    claims = [(pid, doc, numeric_claims(text)) for pid, doc, text in passages]
-    found: dict[tuple, Conflict] = {}
-    for i, (first_id, first_doc, first_claims) in enumerate(claims):
-        for second_id, second_doc, second_claims in claims[i + 1:]:
-            if first_doc == second_doc:
-                continue
-            for a in first_claims:
-                for b in second_claims:
+    """Conflicts among ``(passage_id, doc_id, text)``; passages of one document never conflict.
+
+    Only claims of one unit can conflict, so claims are indexed by unit and compared within
+    it, not every claim of every pair of passages; the conflicts come out in the order of the
+    pairwise reading (first passage, second passage, their claims), first of each kept."""
+    by_unit: dict[str, list[tuple[int, int, NumericClaim]]] = {}
+    for i, (_, _, text) in enumerate(passages):
+        for number, claim in enumerate(read_numbers(text)):
+            by_unit.setdefault(claim.unit, []).append((i, number, claim))
+    pairs = []
+    for same_unit in by_unit.values():
+        for position, (i, m, a) in enumerate(same_unit):
+            for j, n, b in same_unit[position + 1:]:
+                if j != i and passages[i][1] != passages[j][1] and a.value != b.value:
                     shared = a.frame & b.frame
-                    if a.unit == b.unit and a.value != b.value and shared:
-                        key = (first_id, second_id, a.unit, a.value, b.value)
-                        found.setdefault(key, Conflict(a.unit, first_id, a.quote, second_id,
-                                                       b.quote, tuple(sorted(shared))))
+                    if shared:
+                        pairs.append((i, j, m, n, a, b, shared))
+    found: dict[tuple, Conflict] = {}
+    for i, j, _, _, a, b, shared in sorted(pairs, key=lambda pair: pair[:4]):
+        key = (passages[i][0], passages[j][0], a.unit, a.value, b.value)
+        found.setdefault(key, Conflict(a.unit, passages[i][0], a.quote, passages[j][0],
+                                       b.quote, tuple(sorted(shared))))
     return list(found.values())
+
+
+def clear_memo() -> None:
+    """Forget every passage read so far (to measure a cold start; nothing else needs it)."""
+    read_numbers.cache_clear()

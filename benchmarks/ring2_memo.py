@@ -1,0 +1,84 @@
+"""Ring 2's time per question on the wiki5k KB, passages read cold and from the memo (issue 19).
+
+Ring 2 reads each pooled passage (sentences, terms, candidate answers, numbers) once and keeps
+the reading in bounded in-process memos (``trishield.rings.claims``, ``.conflicts``). This
+asks ``ring12`` (a pool of 20, Ring 1, Ring 2, the extractive reader: no LLM) each seeded
+SQuAD/NQ question twice in a row: first with the memos cleared (cold: what passages never
+seen cost), then again (warm: what recurring passages cost, and what Ring 2 would cost if
+the reading were stored at ingest). Prints Ring 2's p50/p95 from the trace's
+timings and the load average, never a pass/fail.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring2_memo.py --questions 100
+
+The KB is the benchmark's wiki5k base (built by ``trishield eval poisonedrag`` or
+``benchmarks/ring_latency.py``; this script builds it when missing, about five minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def summary(seconds: list[float]) -> dict[str, float]:
+    values = np.asarray(seconds) * 1000.0
+    return {"p50": round(float(np.percentile(values, 50)), 3),
+            "p95": round(float(np.percentile(values, 95)), 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/poisonedrag"))
+    parser.add_argument("--questions", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
+    args = parser.parse_args()
+    if args.questions < 1:
+        parser.error("--questions must be at least 1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from trishield.defenses.retrievers import KBRetriever
+    from trishield.eval.poisonedrag import knowledge_bases as kbs
+    from trishield.eval.poisonedrag.attacks import load_targets
+    from trishield.eval.poisonedrag.defenses import make_asker
+    from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
+    from trishield.kb import KnowledgeBase
+    from trishield.llm.panel import build_panel
+    from trishield.rings import claims, conflicts
+    from trishield.settings import PipelineConfig
+
+    targets = load_targets()
+    base = kbs.build_base(args.work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
+    with KnowledgeBase.open(base) as kb:
+        stored = set(kb.document_ids())
+        half = args.questions // 2
+        questions = ([q.text for q in squad_questions(stored, args.questions - half, args.seed)]
+                     + [q.text for q in nq_questions(stored, half, args.seed)])
+        ask = make_asker("ring12", KBRetriever(kb), build_panel(["extractive"]),
+                         PipelineConfig(backend="dense"))
+        for question in questions[:5]:  # warm-up: models loaded, KB caches filled
+            ask(question)
+        cold, warm = [], []
+        for question in questions:  # each question cold, then at once warm: one load for both
+            claims.clear_memo()
+            conflicts.clear_memo()
+            cold.append(ask(question).trace.timings_s["ring2"])
+            warm.append(ask(question).trace.timings_s["ring2"])
+    figures = {"questions": len(questions), "seed": args.seed, "kb": "wiki5k", "pool": 20,
+               "load_average": round(os.getloadavg()[0], 2),
+               "ring2_ms": {"cold": summary(cold), "warm": summary(warm)}}
+    print(f"wiki5k, {len(questions)} questions (SQuAD + NQ, seed {args.seed}), ring12, pool 20, "
+          f"load average {figures['load_average']:.1f}")
+    for label, value in figures["ring2_ms"].items():
+        print(f"ring2 {label:5s} p50 {value['p50']:7.3f} ms   p95 {value['p95']:7.3f} ms")
+    if args.out is not None:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
