@@ -462,15 +462,31 @@ def test_the_second_reader_passes_the_same_evidence_checks() -> None:
     assert lone.refused and "single low-trust source" in lone.reason
 
 
-def test_the_second_reader_is_not_asked_when_an_answer_is_stated_or_claims_conflict() -> None:
+def test_the_second_reader_is_not_asked_when_an_answer_is_stated_or_sources_conflict() -> None:
     second = ScriptedReader("strong", lambda ids: "23")
     stated = Consensus([ScriptedReader("a", lambda ids: "23")], second_reader=second).decide(
         "how many episodes", CONTEXT, use_panel=False)
     assert stated.answer == "23" and not stated.escalated
+    # two neutral writers state different numbers: a conflict between sources, which the
+    # evidence settles (here: too thin a margin), whatever a stronger model would say
+    context = [_passage("a#0", 0.9, "Season 4 of Chicago Fire has 23 episodes."),
+               _passage("b#0", 0.8, "Chicago Fire season 4 has 24 episodes.")]
+    split = [ScriptedReader("x", lambda ids: "23"), ScriptedReader("y", lambda ids: "24")]
+    conflict = Consensus(split, ConsensusConfig(retry=False), second_reader=second).decide(
+        "how many episodes", context)
+    assert conflict.refused and "conflicting sources" in conflict.reason
+    assert second.calls == 0 and not conflict.escalated
+
+
+def test_the_second_reader_settles_a_reading_dispute_over_one_source() -> None:
+    """Two members read one document two ways and neither has tau of the panel: the
+    evidence cannot decide (one witness), so the stronger reader's stated reading does."""
     context = [_passage("song#0", 0.9, "The song was written by Ann Lee and first recorded "
                                        "by Bo Diaz in 1961."),
                _passage("song#1", 0.8, "Bo Diaz recorded it in Memphis.")]
     even = [ScriptedReader("a", lambda ids: "Ann Lee"), ScriptedReader("b", lambda ids: "Bo Diaz")]
-    disputed = Consensus(even, second_reader=second).decide("who recorded the song", context)
-    assert disputed.refused and "conflicting sources" in disputed.reason
-    assert second.calls == 0 and not disputed.escalated
+    second = ScriptedReader("strong", lambda ids: "Bo Diaz")
+    result = Consensus(even, ConsensusConfig(retry=False), second_reader=second).decide(
+        "who recorded the song", context)
+    assert (result.answer, result.escalated, second.calls) == ("Bo Diaz", True, 1)
+    assert "read one source two ways" in result.reason

@@ -12,9 +12,10 @@ the least-trusted third of the context is dropped and the panel asked once more;
 TriShield answers or refuses with the reason.
 
 A *second reader* (optional; a stronger model than the panel's first member) is asked only
-when a round leaves no stated claim: the first model's answer is in no passage, or every
-member declined. Its answer must pass the same evidence check, so it can recover a misread
-answer but never brings in an answer the context does not state.
+when a round leaves no stated claim (the first model's answer is in no passage, or every
+member declined) or the panel read one source two ways without a majority (a reading dispute
+the evidence cannot settle). Its answer must pass the same evidence check, so it can recover
+a misread answer but never brings in an answer the context does not state.
 """
 
 from __future__ import annotations
@@ -120,7 +121,10 @@ class ConsensusResult:
     """Whether the panel was asked again without the least-trusted third (a contested
     question's rounds are one per source, not retries)."""
     escalated: bool = False
-    """Whether the second reader was asked because a round left no stated claim."""
+    """Whether the second reader was asked (no stated claim, or a reading dispute)."""
+    disputed: bool = False
+    """Refused because the panel read one source two ways without a majority (not in the
+    trace's dictionary: the reason says it)."""
     verdict: Verdict | None = None
     """When the panel's answers made several stated claims: how their evidence was weighed
     (the trace's evidence section shows it)."""
@@ -286,9 +290,10 @@ class Consensus:
         rounds = [self._round(question, current, members)]
         result = self._settle(question, rounds, current, evidence, members)
         escalated = False
-        if result.refused and self._unstated(rounds[-1], current, question):
+        why = self._second_reader_needed(result, rounds[-1], current, question)
+        if why is not None:
             second = self.second_reader
-            assert second is not None  # _unstated is False without one
+            assert second is not None  # no reason to ask without one
             rounds.append(self._round(question, current, [second]))
             heard = self._settle(question, rounds, current, evidence, [second])
             escalated = True
@@ -296,8 +301,7 @@ class Consensus:
                 heard.reason = (f"{result.reason}; the second reader ({second.name}) did not "
                                 f"resolve it: {heard.reason}")
             else:
-                heard.reason += (f" (by the second reader, {second.name}: the first answer "
-                                 "was in no passage)")
+                heard.reason += f" (by the second reader, {second.name}: {why})"
             result = heard
         if result.refused and self.config.retry and use_panel and len(passages) > 1:
             current = drop_least_trusted(passages, self.config.drop_fraction)
@@ -307,14 +311,19 @@ class Consensus:
                 result.reason += " (also after dropping the least-trusted third)"
         return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated)
 
-    def _unstated(self, round_: Round, passages: Sequence[ContextPassage],
-                  question: str) -> bool:
-        """Whether the second reader should be asked: there is one, and the round left no
-        stated claim (every answer is in no passage, or every member declined). A conflict
-        between stated claims is the evidence's to settle, not a stronger reader's."""
-        if self.second_reader is None:
-            return False
-        return not stated_claims(round_, passages, question)
+    def _second_reader_needed(self, result: ConsensusResult, round_: Round,
+                              passages: Sequence[ContextPassage], question: str) -> str | None:
+        """Why the second reader is asked, or None: there is one, the round refused, and either
+        it left no stated claim (every answer is in no passage, or every member declined) or
+        the panel read one source two ways without a majority. A conflict between sources is
+        the evidence's to settle, not a stronger reader's."""
+        if self.second_reader is None or not result.refused:
+            return None
+        if result.disputed:
+            return "the panel read one source two ways"
+        if not stated_claims(round_, passages, question):
+            return "the first answer was in no passage"
+        return None
 
     def _settle(self, question: str, rounds: list[Round], passages: Sequence[ContextPassage],
                 evidence: Evidence, members: Sequence[Reader]) -> ConsensusResult:
@@ -335,10 +344,10 @@ class Consensus:
                                            rounds)
             return ConsensusResult(None, True, f"insufficient evidence: no context passage "
                                    f"supports the answer '{given}'", rounds)
-        chosen, verdict = self._weigh(claims, evidence, len(members))
+        chosen, verdict, disputed = self._weigh(claims, evidence, len(members))
         if chosen is None:
             return ConsensusResult(None, True, verdict.reason if verdict else "", rounds,
-                                   verdict=verdict)
+                                   verdict=verdict, disputed=disputed)
         final.winner = chosen.answer
         reason = ("agreed" if verdict is None else f"weighed: {verdict.reason}")
         return self._given(chosen.answer, chosen.support, rounds, reason, verdict)
@@ -355,28 +364,29 @@ class Consensus:
         return ConsensusResult(answer, False, reason, rounds, support_ids, verdict=verdict)
 
     def _weigh(self, claims: list[StatedClaim], evidence: Evidence,
-               panel_size: int) -> tuple[StatedClaim | None, Verdict | None]:
+               panel_size: int) -> tuple[StatedClaim | None, Verdict | None, bool]:
         """One stated claim is the answer; several are weighed by their evidence. Claims the
         evidence cannot tell apart (one source states both: :func:`same_source`) are a reading
-        dispute: the larger group needs ``tau`` of the panel."""
+        dispute: the larger group needs ``tau`` of the panel. The flag says a refusal is such
+        an unsettled dispute (not a conflict between sources)."""
         if len(claims) == 1:
-            return claims[0], None
+            return claims[0], None, False
         position = {item.id: i for i, item in enumerate(evidence.items)}
         by_label = {c.answer: c for c in claims}
         verdict = evidence.judge({c.answer: [position[p.id] for p in c.support
                                              if p.id in position] for c in claims})
         if verdict.outcome != "conflict":
-            return by_label[verdict.support.label], verdict
+            return by_label[verdict.support.label], verdict, False
         best, runner_up = by_label[verdict.support.label], by_label[verdict.opposition.label]
         larger = max(claims, key=lambda c: c.members)
-        if (same_source(evidence, best.support, runner_up.support)
-                and larger.members / panel_size >= self.config.tau):
+        one_source = same_source(evidence, best.support, runner_up.support)
+        if one_source and larger.members / panel_size >= self.config.tau:
             return larger, Verdict("stands", f"{larger.answer!r} and {runner_up.answer!r} "
                                    "rest on the same source; "
                                    f"{larger.members} of {panel_size} members read "
                                    f"{larger.answer!r} (tau {self.config.tau:.2f})",
-                                   verdict.support, verdict.opposition)
-        return None, verdict
+                                   verdict.support, verdict.opposition), False
+        return None, verdict, one_source
 
     def check_evidence(self, question: str, answers: Sequence[str],
                        passages: Sequence[ContextPassage],
