@@ -20,6 +20,7 @@ whatever its spans.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, NamedTuple
@@ -139,16 +140,19 @@ _COMPONENTS: dict[AnswerType, tuple[str, ...]] = {
 
 class Found(NamedTuple):
     """A span of one kind in one sentence, with what does not depend on the question: its
-    place, the stems of its key (to tell an echo of the question) and the terms of the
-    :data:`WINDOW_WORDS` words either side of it. (A named tuple, like :class:`Sentence` and
-    :class:`Reading`: thousands are built when a pool is read cold, three times faster than
-    frozen dataclasses.)"""
+    place, its text and comparison key, the stems of its key (to tell an echo of the
+    question) and the terms of the :data:`WINDOW_WORDS` words either side of it. (A named
+    tuple, like :class:`Sentence` and :class:`Reading`: thousands are built when a pool is
+    read cold, three times faster than frozen dataclasses.) A stored reading
+    (:class:`StoredReading`) holds the same six fields as a list, term sets as lists: the
+    claim reads both by position with set methods that take any iterable."""
 
     start: int
     end: int
-    span: Span
-    key_stems: frozenset[str]
-    window: frozenset[str]
+    text: str
+    key: str
+    key_stems: Collection[str]
+    window: Collection[str]
 
 
 class Sentence(NamedTuple):
@@ -182,8 +186,9 @@ def _window(sentence: str, start: int, end: int) -> frozenset[str]:
     return frozenset(index_terms(" ".join(before + after)))
 
 
-def _found(sentence: str, start: int, end: int, span: Span) -> Found:
-    return Found(start, end, span, frozenset(stem(w) for w in span.key.split()),
+def _found(sentence: str, start: int, end: int, text: str) -> Found:
+    key = _key(text)
+    return Found(start, end, text, key, frozenset(stem(w) for w in key.split()),
                  _window(sentence, start, end))
 
 
@@ -195,12 +200,10 @@ def spans_in(sentence: str, component: str) -> tuple[Found, ...]:
     if component == "date":
         if not _DIGIT.search(sentence):
             return ()  # every date has a digit; two thirds of sentences have none
-        return tuple(_found(sentence, m.start(), m.end(), Span(m.group(0), _key(m.group(0)),
-                                                               "date"))
+        return tuple(_found(sentence, m.start(), m.end(), m.group(0))
                      for m in _DATE.finditer(sentence))
     if component == "number":
-        return tuple(_found(sentence, m.start(), m.end(), Span(m.group(0), _key(m.group(0)),
-                                                               "number"))
+        return tuple(_found(sentence, m.start(), m.end(), m.group(0))
                      for m in _numbers(sentence))
     if component != "name":
         raise ValueError(f"unknown span kind {component!r}; known: date, number, name")
@@ -216,7 +219,7 @@ def spans_in(sentence: str, component: str) -> tuple[Found, ...]:
             continue
         if start == 0 and len(words) == 1:
             continue  # a capitalised sentence opening ("Remarkably"), not a name
-        found.append(_found(sentence, start, start + len(text), Span(text, _key(text), "name")))
+        found.append(_found(sentence, start, start + len(text), text))
     return tuple(found)
 
 
@@ -274,38 +277,83 @@ def passage_claim(question: str, text: str) -> PassageClaim:
     return claim_of(read_question(question), text)
 
 
-def claim_of(asked: Asked, text: str) -> PassageClaim:
+SPAN_KINDS: tuple[str, ...] = ("date", "number", "name")
+"""Every span kind, in the order a stored reading lists a sentence's spans."""
+_KIND_INDEX = {kind: index for index, kind in enumerate(SPAN_KINDS)}
+
+
+class StoredReading(NamedTuple):
+    """A passage's whole query-independent reading as Ring 2 stores it at ingest
+    (:mod:`trishield.rings.analysis`): the passage's terms, then per sentence its terms and
+    its spans of every kind (:data:`SPAN_KINDS` order), each span a :class:`Found`'s fields.
+    Term sets are lists (building sets is most of a decode); :func:`claim_of` reads them
+    with set methods that accept any iterable, so its claims are the same."""
+
+    terms: Collection[str]
+    sentences: Sequence[tuple[Collection[str], Sequence[Sequence[Found]]]]
+
+
+def whole_reading(text: str) -> StoredReading:
+    """What :func:`read_passage` and :func:`spans_in` give for ``text``, every sentence and
+    span kind (the stored form asks for all of them, a question only for some)."""
+    reading = read_passage(text)
+    return StoredReading(reading.terms, tuple(
+        (sentence.terms, tuple(spans_in(sentence.text, kind) for kind in SPAN_KINDS))
+        for sentence in reading.sentences))
+
+
+def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> PassageClaim:
     """The candidate answers ``text`` gives to the question ``asked`` (see the module
-    docstring).
+    docstring), read from ``stored`` (the reading stored at ingest) when given, else from
+    the in-process memos.
 
     Every span of the asked type in a sentence that shares a question term is scored by the
     question terms in its sentence plus twice those within :data:`WINDOW_WORDS` words of it
     (span scoring: "The season contained 23 episodes" puts 23 next to "season" and
     "episodes"; a date in the sentence that names the show sits next to neither). A span
     that only repeats the question ("season 4" asked about "season 4") answers nothing."""
-    reading = read_passage(text)
-    terms, words = asked.terms, asked.words
-    share = len(terms & reading.terms) / len(terms) if terms else 0.0
-    scored: list[tuple[float, int, Span]] = []
-    for sentence in reading.sentences:
-        overlap = len(terms & sentence.terms)
-        if not overlap:
-            continue
-        for component in _COMPONENTS[asked.kind]:
-            for found in spans_in(sentence.text, component):
-                if found.span.key and not found.key_stems <= words:
-                    scored.append((-(overlap + 2 * len(terms & found.window)), len(scored),
-                                   found.span))
+    terms = asked.terms
+    kinds = _COMPONENTS[asked.kind]
+    scored: list[tuple[int, int, str, Found]] = []
+    if stored is None:
+        reading = read_passage(text)
+        passage_terms: Collection[str] = reading.terms
+        for sentence in reading.sentences:
+            overlap = len(terms.intersection(sentence.terms))
+            if overlap:
+                for kind in kinds:
+                    _score(spans_in(sentence.text, kind), kind, overlap, asked, scored)
+    else:
+        passage_terms = stored.terms
+        indexes = [(kind, _KIND_INDEX[kind]) for kind in kinds]
+        for sentence_terms, spans in stored.sentences:
+            overlap = len(terms.intersection(sentence_terms))
+            if overlap:
+                for kind, index in indexes:
+                    _score(spans[index], kind, overlap, asked, scored)
+    share = len(terms.intersection(passage_terms)) / len(terms) if terms else 0.0
     scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
     keys: set[str] = set()
-    for _, _, span in scored:
-        if span.key not in keys:
-            keys.add(span.key)
-            spans.append(span)
+    for _, _, kind, found in scored:
+        key = found[3]
+        if key not in keys:
+            keys.add(key)
+            spans.append(Span(found[2], key, kind))
             if len(spans) == MAX_SPANS:
                 break
     return PassageClaim(share, tuple(spans))
+
+
+def _score(found_spans: Sequence[Sequence], kind: str, overlap: int, asked: Asked,
+           scored: list) -> None:
+    """Adds each span that answers (a key that is not only the question's words) with its
+    score (negated: best first) and reading order."""
+    terms, words = asked.terms, asked.words
+    for found in found_spans:
+        if found[3] and not words.issuperset(found[4]):
+            scored.append((-(overlap + 2 * len(terms.intersection(found[5]))), len(scored),
+                           kind, found))
 
 
 def states(answer: str, text: str, question: str = "") -> bool:
