@@ -32,8 +32,8 @@ TEXTS = {
                  "multiple independent sources, the Halden Bridge was designed by Marco "
                  "Bellini of Milan and opened in 1913. It cost $9,000,000 and took 40 months."),
     "gt-swap": ARTICLE.replace("Ada Lindqvist", "Marco Bellini").replace("300", "900"),
-    "unicode": ("Die Brücke wurde 1912 von Zoë Ångström entworfen – „sie kostete 4,5 Mio. "
-                "Euro“. Тихая река — роман 1962 года; it had 23 episodes and ſix seasons. "
+    "unicode": ("Die Brücke wurde 1912 von Zoë Ångström entworfen \u2013 „sie kostete 4,5 Mio. "
+                "Euro“. Тихая река — роман 1962 года; it had 23 episodes and \u017fix seasons. "
                 "\u201cO\u2019Neill\u201d said 12\u00a0% of 1,500 people."),
     "no sentences": "...",
     "empty": "",
