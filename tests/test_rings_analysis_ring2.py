@@ -44,15 +44,6 @@ QUESTIONS = ["Who designed the Halden Bridge?", "When did the Halden Bridge open
              "Wer hat die Brücke entworfen?"]
 
 
-def _sets(reading: claims.StoredReading) -> tuple:
-    """A reading with every term collection as a frozenset (stored ones are lists)."""
-    return (frozenset(reading.terms),
-            tuple((frozenset(terms), tuple(tuple((f[0], f[1], f[2], f[3], frozenset(f[4]),
-                                                  frozenset(f[5])) for f in spans)
-                                           for spans in kinds))
-                  for terms, kinds in reading.sentences))
-
-
 def _current(text: str) -> StoredAnalysis:
     return StoredAnalysis(ANALYSIS_VERSION, PassageAnalyser().analyse([text])[0])
 
@@ -64,9 +55,9 @@ def test_a_stored_reading_equals_the_reading_of_the_text(name: str) -> None:
     conflicts.clear_memo()
     stored = PassageAnalyser(memo_size=0).ring2_of(_current(text))
     assert stored is not None
-    assert _sets(stored.reading) == _sets(whole_reading(text))
+    assert stored.reading.sentences() == whole_reading(text)
+    assert frozenset(stored.reading.terms.split()) == claims.read_passage(text).terms
     assert stored.numbers == read_numbers(text)
-    assert len(stored.reading.sentences) == len(claims.read_passage(text).sentences)
     for question in QUESTIONS:
         asked = read_question(question)
         assert claim_of(asked, text, stored.reading) == claim_of(asked, text)
@@ -76,7 +67,7 @@ def test_the_texts_give_spans_of_every_kind_and_numbers() -> None:
     """The equality above means something only if the readings hold spans and claims."""
     for kind in SPAN_KINDS:
         assert any(spans[SPAN_KINDS.index(kind)] for text in TEXTS.values()
-                   for _, spans in whole_reading(text).sentences), kind
+                   for _, spans in whole_reading(text)), kind
     assert all(read_numbers(TEXTS[name]) for name in ("clean", "poisoned", "unicode"))
     assert any(claim_of(read_question(q), TEXTS["clean"]).answers for q in QUESTIONS)
 
@@ -84,8 +75,7 @@ def test_the_texts_give_spans_of_every_kind_and_numbers() -> None:
 def test_stored_numeric_claims_give_the_same_conflicts() -> None:
     passages = [(f"p{n}", f"d{n}", TEXTS[name])
                 for n, name in enumerate(("clean", "gt-swap", "poisoned", "unicode"))]
-    stored = [decode_ring2(_current(text).data.rpartition("\n")[2]).numbers
-              for _, _, text in passages]
+    stored = [PassageAnalyser().ring2_of(_current(text)).numbers for _, _, text in passages]
     fresh = find_conflicts(passages)
     assert fresh and find_conflicts(passages, stored) == fresh
     assert find_conflicts(passages, [stored[0], None, stored[2], None]) == fresh
@@ -144,4 +134,11 @@ def test_the_version_covers_ring2s_reading_code() -> None:
     from trishield.rings import analysis
     assert {"trishield.rings.claims", "trishield.rings.conflicts",
             "trishield.answers"} <= set(analysis._ANALYSED_BY)
-    assert read_for_ring2("").reading.sentences == ()
+    assert read_for_ring2("").reading.sentences() == []
+
+
+def test_a_malformed_stored_reading_is_refused() -> None:
+    with pytest.raises(ValueError, match="a list of strings"):
+        claims.StoredReading.from_flat(["terms", "sentence terms"])
+    with pytest.raises(ValueError, match="4 a claim"):
+        decode_ring2('["t"]\n["1","day"]')

@@ -34,7 +34,7 @@ from pathlib import Path
 import regex
 
 from trishield.kb.analysis import StoredAnalysis
-from trishield.rings.claims import StoredReading, whole_reading
+from trishield.rings.claims import StoredReading
 from trishield.rings.conflicts import NumericClaim, read_numbers
 from trishield.rings.obfuscation import Obfuscation
 from trishield.rings.patterns import TextSignals, text_signals
@@ -96,31 +96,32 @@ class PassageAnalysis:
 
 def read_for_ring2(text: str) -> Ring2Reading:
     """Ring 2's reading of ``text``, computed now (what is stored with the chunk)."""
-    return Ring2Reading(whole_reading(text), read_numbers(text))
+    return Ring2Reading(StoredReading.of(text), read_numbers(text))
 
 
 def _encode_ring2(found: Ring2Reading) -> str:
-    """The third line of the stored form: ``[terms, sentences, numbers]``, each sentence
-    ``[terms, [dates, numbers, names]]``, each span a :class:`~trishield.rings.claims.Found`'s
-    six fields, each numeric claim ``[value, unit, frame, quote]``; term sets as sorted
-    lists (a fixed text for a fixed reading; order is irrelevant to every reader)."""
-    reading = found.reading
-    sentences = [[sorted(terms), [[[f[0], f[1], f[2], f[3], sorted(f[4]), sorted(f[5])]
-                                   for f in spans] for spans in kinds]]
-                 for terms, kinds in reading.sentences]
-    numbers = [[n.value, n.unit, sorted(n.frame), n.quote] for n in found.numbers]
-    return json.dumps([sorted(reading.terms), sentences, numbers], ensure_ascii=False,
-                      separators=(",", ":"))
+    """The last two lines of the stored form: the reading as a JSON list of strings
+    (:class:`~trishield.rings.claims.StoredReading`), then the numeric claims as one too,
+    four strings a claim (value, unit, frame terms joined by spaces, quote). Lists of strings
+    because a decode then builds one list and its strings, nothing the garbage collector
+    tracks (see :class:`~trishield.rings.claims.StoredReading`)."""
+    numbers = [part for n in found.numbers
+               for part in (n.value, n.unit, " ".join(sorted(n.frame)), n.quote)]
+    return (json.dumps(found.reading.as_flat(), ensure_ascii=False, separators=(",", ":"))
+            + "\n" + json.dumps(numbers, ensure_ascii=False, separators=(",", ":")))
 
 
-def decode_ring2(line: str) -> Ring2Reading:
-    """:func:`_encode_ring2` reversed. The spans stay lists (read by position) and term
-    sets stay lists (read with set methods that take any iterable): building them would
-    cost more than the JSON itself. Numeric claims (a few per passage) are rebuilt."""
-    terms, sentences, numbers = json.loads(line)
-    return Ring2Reading(StoredReading(terms, sentences),
-                        tuple(NumericClaim(value, unit, frozenset(frame), quote)
-                              for value, unit, frame, quote in numbers))
+def decode_ring2(lines: str) -> Ring2Reading:
+    """:func:`_encode_ring2` reversed. The reading stays strings (a claim decodes what its
+    question needs); the numeric claims (a few per passage) are rebuilt."""
+    reading, _, numbers = lines.partition("\n")
+    parts = json.loads(numbers)
+    if len(parts) % 4:
+        raise ValueError(f"stored numeric claims hold {len(parts)} strings, not 4 a claim")
+    return Ring2Reading(StoredReading.from_flat(json.loads(reading)),
+                        tuple(NumericClaim(parts[i], parts[i + 1],
+                                           frozenset(parts[i + 2].split()), parts[i + 3])
+                              for i in range(0, len(parts), 4)))
 
 
 def _once(make: Callable[[], list[Token]]) -> Callable[[], list[Token]]:
@@ -151,10 +152,11 @@ _PERPLEXITY = ("s_perp", "s_perp_len", "rep", "top", "words")
 
 
 def encode(analysis: PassageAnalysis, ring2: Ring2Reading) -> str:
-    """The stored form, three lines of JSON (compact JSON holds no raw newline): a JSON
+    """The stored form, four lines of JSON (compact JSON holds no raw newline): a JSON
     array (perplexity and pattern signals, in a fixed order: an array decodes faster than an
     object, and Ring 1 decodes one per candidate per question), then the tokens (decoded
-    only when needed), then Ring 2's reading (:func:`decode_ring2`, read by Ring 2 alone).
+    only when needed), then Ring 2's reading and numeric claims (:func:`decode_ring2`, read
+    by Ring 2 alone).
     JSON floats round-trip exactly."""
     signals = analysis.signals
     head = [
@@ -244,7 +246,10 @@ class PassageAnalyser:
         2 then reads the passage itself, through its own memos)."""
         if stored is None or stored.version != self.version:
             return None
-        return decode_ring2(stored.data.rpartition("\n")[2])
+        data = stored.data
+        # Ring 2's lines follow the second newline (Ring 1's two lines hold no other)
+        start = data.index("\n", data.index("\n") + 1) + 1
+        return decode_ring2(data[start:])
 
 
 DEFAULT_ANALYSER = PassageAnalyser()

@@ -19,6 +19,7 @@ whatever its spans.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -283,23 +284,71 @@ _KIND_INDEX = {kind: index for index, kind in enumerate(SPAN_KINDS)}
 
 
 class StoredReading(NamedTuple):
-    """A passage's whole query-independent reading as Ring 2 stores it at ingest
-    (:mod:`trishield.rings.analysis`): the passage's terms, then per sentence its terms and
-    its spans of every kind (:data:`SPAN_KINDS` order), each span a :class:`Found`'s fields.
-    Term sets are lists (building sets is most of a decode); :func:`claim_of` reads them
-    with set methods that accept any iterable, so its claims are the same."""
+    """A passage's whole query-independent reading as stored at ingest
+    (:mod:`trishield.rings.analysis`), in a form whose decoding allocates almost nothing but
+    strings: the passage's terms, then per sentence its terms and its spans. A term set is
+    its terms joined by spaces (a term holds no whitespace); a sentence's spans are one JSON
+    text, ``[dates, numbers, names]`` (:data:`SPAN_KINDS` order), each span a
+    :class:`Found`'s six fields with its two term sets joined likewise, or ``""`` when it
+    has none. Only a sentence that shares a question term has its spans decoded.
 
-    terms: Collection[str]
-    sentences: Sequence[tuple[Collection[str], Sequence[Sequence[Found]]]]
+    Why strings: decoding nested JSON lists for every candidate of every question was as
+    slow as reading the text again, most of it in the garbage collector (every list is a
+    tracked object, and a large process's collections are long); strings are not tracked."""
+
+    terms: str
+    sentence_terms: Sequence[str]
+    sentence_spans: Sequence[str]
+
+    @classmethod
+    def of(cls, text: str) -> StoredReading:
+        """``text``'s reading in this form (what is stored with the chunk)."""
+        reading = read_passage(text)
+        spans = []
+        for sentence in reading.sentences:
+            kinds = [spans_in(sentence.text, kind) for kind in SPAN_KINDS]
+            spans.append("" if not any(kinds) else json.dumps(
+                [[[f.start, f.end, f.text, f.key, _joined(f.key_stems), _joined(f.window)]
+                  for f in found] for found in kinds], ensure_ascii=False,
+                separators=(",", ":")))
+        return cls(_joined(reading.terms),
+                   tuple(_joined(sentence.terms) for sentence in reading.sentences),
+                   tuple(spans))
+
+    def as_flat(self) -> list[str]:
+        """The stored list: terms, then each sentence's terms and spans in turn."""
+        return [self.terms, *(part for pair in zip(self.sentence_terms, self.sentence_spans,
+                                                   strict=True) for part in pair)]
+
+    @classmethod
+    def from_flat(cls, parts: Sequence[str]) -> StoredReading:
+        """:meth:`as_flat` reversed (refuses a list of the wrong shape)."""
+        if len(parts) % 2 != 1 or not all(isinstance(part, str) for part in parts):
+            raise ValueError("a stored reading is a list of strings: the terms, then a terms "
+                             "and spans pair per sentence")
+        return cls(parts[0], parts[1::2], parts[2::2])
+
+    def sentences(self) -> list[tuple[frozenset[str], tuple[tuple[Found, ...], ...]]]:
+        """Every sentence's terms and spans per kind, decoded in full (for checks: a claim
+        decodes only what its question needs)."""
+        found = []
+        for terms, spans in zip(self.sentence_terms, self.sentence_spans, strict=True):
+            kinds = json.loads(spans) if spans else [[], [], []]
+            found.append((frozenset(terms.split()), tuple(
+                tuple(Found(f[0], f[1], f[2], f[3], frozenset(f[4].split()),
+                            frozenset(f[5].split())) for f in kind) for kind in kinds)))
+        return found
 
 
-def whole_reading(text: str) -> StoredReading:
+def _joined(terms: Collection[str]) -> str:
+    return " ".join(sorted(terms))
+
+
+def whole_reading(text: str) -> list[tuple[frozenset[str], tuple[tuple[Found, ...], ...]]]:
     """What :func:`read_passage` and :func:`spans_in` give for ``text``, every sentence and
-    span kind (the stored form asks for all of them, a question only for some)."""
-    reading = read_passage(text)
-    return StoredReading(reading.terms, tuple(
-        (sentence.terms, tuple(spans_in(sentence.text, kind) for kind in SPAN_KINDS))
-        for sentence in reading.sentences))
+    span kind, in the shape of :meth:`StoredReading.sentences` (to compare the two)."""
+    return [(sentence.terms, tuple(spans_in(sentence.text, kind) for kind in SPAN_KINDS))
+            for sentence in read_passage(text).sentences]
 
 
 def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> PassageClaim:
@@ -324,13 +373,16 @@ def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> Pa
                 for kind in kinds:
                     _score(spans_in(sentence.text, kind), kind, overlap, asked, scored)
     else:
-        passage_terms = stored.terms
+        passage_terms = stored.terms.split()
         indexes = [(kind, _KIND_INDEX[kind]) for kind in kinds]
-        for sentence_terms, spans in stored.sentences:
-            overlap = len(terms.intersection(sentence_terms))
-            if overlap:
-                for kind, index in indexes:
-                    _score(spans[index], kind, overlap, asked, scored)
+        for sentence_terms, spans in zip(stored.sentence_terms, stored.sentence_spans,
+                                         strict=True):
+            if spans:
+                overlap = len(terms.intersection(sentence_terms.split()))
+                if overlap:
+                    decoded = json.loads(spans)
+                    for kind, index in indexes:
+                        _score_stored(decoded[index], kind, overlap, asked, scored)
     share = len(terms.intersection(passage_terms)) / len(terms) if terms else 0.0
     scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
@@ -345,15 +397,26 @@ def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> Pa
     return PassageClaim(share, tuple(spans))
 
 
-def _score(found_spans: Sequence[Sequence], kind: str, overlap: int, asked: Asked,
+def _score(found_spans: Sequence[Found], kind: str, overlap: int, asked: Asked,
            scored: list) -> None:
     """Adds each span that answers (a key that is not only the question's words) with its
     score (negated: best first) and reading order."""
     terms, words = asked.terms, asked.words
     for found in found_spans:
-        if found[3] and not words.issuperset(found[4]):
-            scored.append((-(overlap + 2 * len(terms.intersection(found[5]))), len(scored),
+        if found.key and not found.key_stems <= words:
+            scored.append((-(overlap + 2 * len(terms & found.window)), len(scored),
                            kind, found))
+
+
+def _score_stored(found_spans: Sequence[list], kind: str, overlap: int, asked: Asked,
+                  scored: list) -> None:
+    """:func:`_score` over stored spans (``[start, end, text, key, stems, window]``, term
+    sets joined by spaces)."""
+    terms, words = asked.terms, asked.words
+    for found in found_spans:
+        if found[3] and not words.issuperset(found[4].split()):
+            scored.append((-(overlap + 2 * len(terms.intersection(found[5].split()))),
+                           len(scored), kind, found))
 
 
 def states(answer: str, text: str, question: str = "") -> bool:
