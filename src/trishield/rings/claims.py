@@ -323,7 +323,7 @@ class StoredReading(NamedTuple):
     @classmethod
     def from_flat(cls, parts: Sequence[str]) -> StoredReading:
         """:meth:`as_flat` reversed (refuses a list of the wrong shape)."""
-        if len(parts) % 2 != 1 or not all(isinstance(part, str) for part in parts):
+        if len(parts) % 2 != 1 or set(map(type, parts)) != {str}:
             raise ValueError("a stored reading is a list of strings: the terms, then a terms "
                              "and spans pair per sentence")
         return cls(parts[0], parts[1::2], parts[2::2])
