@@ -11,7 +11,7 @@ from trishield.defenses.ring_stages import Ring2Reranker
 from trishield.kb.analysis import StoredAnalysis
 from trishield.kb.retrieval import Candidate
 from trishield.kb.store import StoredChunk
-from trishield.rings import claims, conflicts
+from trishield.rings import analysis, claims, conflicts
 from trishield.rings.analysis import (
     ANALYSIS_VERSION,
     PassageAnalyser,
@@ -131,7 +131,6 @@ def test_a_current_reading_is_read_and_one_of_another_version_is_not() -> None:
 
 
 def test_the_version_covers_ring2s_reading_code() -> None:
-    from trishield.rings import analysis
     assert {"trishield.rings.claims", "trishield.rings.conflicts",
             "trishield.answers"} <= set(analysis._ANALYSED_BY)
     assert read_for_ring2("").reading.sentences() == []
@@ -141,4 +140,7 @@ def test_a_malformed_stored_reading_is_refused() -> None:
     with pytest.raises(ValueError, match="a list of strings"):
         claims.StoredReading.from_flat(["terms", "sentence terms"])
     with pytest.raises(ValueError, match="4 a claim"):
-        decode_ring2('["t"]\n["1","day"]')
+        decode_ring2('t\n["1","day"]')
+    with pytest.raises(ValueError, match="holds a separator"):
+        analysis._encode_ring2(analysis.Ring2Reading(
+            claims.StoredReading("a\x1fb", (), ()), ()))

@@ -99,16 +99,25 @@ def read_for_ring2(text: str) -> Ring2Reading:
     return Ring2Reading(StoredReading.of(text), read_numbers(text))
 
 
+_UNIT = "\x1f"
+"""Separates the reading's strings: none holds it (terms are word characters, and each
+sentence's spans are compact JSON, which escapes every control character), so splitting on
+it is the whole decode, without JSON's string unescaping (half the decode time)."""
+
+
 def _encode_ring2(found: Ring2Reading) -> str:
-    """The last two lines of the stored form: the reading as a JSON list of strings
-    (:class:`~trishield.rings.claims.StoredReading`), then the numeric claims as one too,
-    four strings a claim (value, unit, frame terms joined by spaces, quote). Lists of strings
-    because a decode then builds one list and its strings, nothing the garbage collector
-    tracks (see :class:`~trishield.rings.claims.StoredReading`)."""
+    """The last two lines of the stored form: the reading's strings
+    (:class:`~trishield.rings.claims.StoredReading`) joined by :data:`_UNIT`, then the
+    numeric claims as a JSON list of strings, four a claim (value, unit, frame terms joined
+    by spaces, quote). Strings because a decode then builds one list and its strings,
+    nothing the garbage collector tracks (see :class:`~trishield.rings.claims.StoredReading`)."""
     numbers = [part for n in found.numbers
                for part in (n.value, n.unit, " ".join(sorted(n.frame)), n.quote)]
-    return (json.dumps(found.reading.as_flat(), ensure_ascii=False, separators=(",", ":"))
-            + "\n" + json.dumps(numbers, ensure_ascii=False, separators=(",", ":")))
+    parts = found.reading.as_flat()
+    if any(_UNIT in part or "\n" in part for part in parts):
+        raise ValueError("a stored reading part holds a separator")  # see _UNIT
+    return (_UNIT.join(parts) + "\n"
+            + json.dumps(numbers, ensure_ascii=False, separators=(",", ":")))
 
 
 def decode_ring2(lines: str) -> Ring2Reading:
@@ -118,7 +127,7 @@ def decode_ring2(lines: str) -> Ring2Reading:
     parts = json.loads(numbers)
     if len(parts) % 4:
         raise ValueError(f"stored numeric claims hold {len(parts)} strings, not 4 a claim")
-    return Ring2Reading(StoredReading.from_flat(json.loads(reading)),
+    return Ring2Reading(StoredReading.from_flat(reading.split(_UNIT)),
                         tuple(NumericClaim(parts[i], parts[i + 1],
                                            frozenset(parts[i + 2].split()), parts[i + 3])
                               for i in range(0, len(parts), 4)))
