@@ -145,15 +145,14 @@ class Found(NamedTuple):
     question) and the terms of the :data:`WINDOW_WORDS` words either side of it. (A named
     tuple, like :class:`Sentence` and :class:`Reading`: thousands are built when a pool is
     read cold, three times faster than frozen dataclasses.) A stored reading
-    (:class:`StoredReading`) holds the same six fields as a list, term sets as lists: the
-    claim reads both by position with set methods that take any iterable."""
+    (:class:`StoredReading`) holds the same six fields as a JSON list, term sets as text."""
 
     start: int
     end: int
     text: str
     key: str
-    key_stems: Collection[str]
-    window: Collection[str]
+    key_stems: frozenset[str]
+    window: frozenset[str]
 
 
 class Sentence(NamedTuple):
