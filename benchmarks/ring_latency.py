@@ -5,7 +5,8 @@ Runs ``none`` (k=5 dense retrieval) and ``ring12`` (a pool of 20, Ring 1 after r
 question so that both see the same machine load, with the extractive reader (no LLM: the LLM's
 time is reported separately as ``answer`` and is not part of the ratio). Prints p50/p95 per
 stage and the ratio of (retrieval + Ring 1 + Ring 2) to undefended retrieval, computed per
-question and then summarised, never a pass/fail.
+question and then summarised, never a pass/fail; and how many of ``ring12``'s candidates
+carried a stored analysis of the current version (a stale KB is slow: ``trishield compact``).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring_latency.py --questions 200
 
@@ -48,7 +49,20 @@ def main() -> None:
     from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel
+    from trishield.rings.analysis import ANALYSIS_VERSION
     from trishield.settings import PipelineConfig
+
+    carried = {"current": 0, "candidates": 0}
+
+    class CountingRetriever(KBRetriever):
+        """The KB's retriever, counting the candidates that carry a current analysis."""
+
+        def retrieve(self, query, k):
+            found = super().retrieve(query, k)
+            carried["candidates"] += len(found)
+            carried["current"] += sum(1 for c in found if c.chunk.analysis is not None
+                                      and c.chunk.analysis.version == ANALYSIS_VERSION)
+            return found
 
     targets = load_targets()
     base = kbs.build_base(args.work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
@@ -59,11 +73,12 @@ def main() -> None:
         half = args.questions // 2
         questions = ([q.text for q in squad_questions(stored, args.questions - half, args.seed)]
                      + [q.text for q in nq_questions(stored, half, args.seed)])
-        askers = {name: make_asker(name, KBRetriever(kb), panel, config)
-                  for name in ("none", "ring12")}
+        askers = {"none": make_asker("none", KBRetriever(kb), panel, config),
+                  "ring12": make_asker("ring12", CountingRetriever(kb), panel, config)}
         for ask in askers.values():  # warm-up: models loaded, caches filled
             for question in questions[:5]:
                 ask(question)
+        carried.update(current=0, candidates=0)
         stages: dict[str, dict[str, list[float]]] = {"none": {}, "ring12": {}}
         ratios = []
         started = time.perf_counter()
@@ -87,6 +102,7 @@ def main() -> None:
         "ratio_rings12_to_undefended_retrieval": {
             "median": round(statistics.median(ratios), 3),
             "p95": round(float(np.percentile(ratios, 95)), 3)},
+        "ring12_candidates_with_current_analysis": dict(carried),
     }
     print(f"wiki5k, {len(questions)} questions (SQuAD + NQ, seed {args.seed}), dense, load "
           f"average {figures['load_average']:.1f}")
@@ -97,6 +113,8 @@ def main() -> None:
     ratio = figures["ratio_rings12_to_undefended_retrieval"]
     print(f"(retrieval + Ring 1 + Ring 2) / undefended retrieval, per question: median "
           f"{ratio['median']:.3f}, p95 {ratio['p95']:.3f}")
+    print(f"ring12 candidates with a current stored analysis: {carried['current']} of "
+          f"{carried['candidates']}")
     if args.out is not None:
         args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
 

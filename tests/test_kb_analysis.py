@@ -176,7 +176,9 @@ def _ring12_traces(directory: Path) -> list[dict]:
         ask = make_asker("ring12", KBRetriever(kb), build_panel(["extractive"]),
                          PipelineConfig(backend="dense"))
         traces = [ask(question).trace for question in asked]
-    return [{"ring1": t.ring1.model_dump(), "ring2": t.ring2.model_dump()} for t in traces]
+    return [{"ring1": t.ring1.model_dump(), "ring2": t.ring2.model_dump(),
+             "evidence": t.evidence.model_dump(),
+             "context": [c.model_dump() for c in t.context or []]} for t in traces]
 
 
 def test_ring1_decides_the_same_over_stored_and_missing_analyses(demo_kb_dir: Path,

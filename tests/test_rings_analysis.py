@@ -19,6 +19,7 @@ from trishield.rings.analysis import (
     analyse,
     decode,
     encode,
+    read_for_ring2,
 )
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.normalise import normalise
@@ -89,11 +90,12 @@ def test_the_texts_exercise_every_detector() -> None:
 def test_encoding_round_trips_exactly() -> None:
     for text in TEXTS.values():
         analysis = analyse(text)
-        again = decode(encode(analysis))
+        ring2 = read_for_ring2(text)
+        again = decode(encode(analysis, ring2))
         assert again.signals == analysis.signals
         assert dict(again.perplexity) == dict(analysis.perplexity)
         assert again.tokens() == analysis.tokens()
-        assert encode(again) == encode(analysis)
+        assert encode(again, ring2) == encode(analysis, ring2)
 
 
 def test_the_quoted_query_filter_agrees_with_the_full_search() -> None:
@@ -162,8 +164,8 @@ def test_pool_comparison_with_stored_tokens_equals_fresh_tokens() -> None:
             ["trusted", "neutral", "neutral", "untrusted"], ["a", "b", "c", "b"],
             TamperConfig())
     fresh = pool_tampered_copies(*args)
-    stored = pool_tampered_copies(*args, tokenised=[decode(encode(analyse(t))).tokens
-                                                    for t in texts])
+    stored = pool_tampered_copies(*args, tokenised=[
+        decode(encode(analyse(t), read_for_ring2(t))).tokens for t in texts])
     assert [c and c.hit() for c in stored] == [c and c.hit() for c in fresh]
     assert any(c is not None for c in fresh)
     with pytest.raises(ValueError, match="3 tokenisations for 4 passages"):
@@ -191,6 +193,6 @@ def test_the_memo_is_bounded_and_the_analyser_is_the_kbs() -> None:
         analyser.of(text, None)
     assert list(analyser._memo) == ["two texts here", "three texts here"]
     assert isinstance(analyser, ChunkAnalyser)
-    assert analyser.version == ANALYSIS_VERSION and ANALYSIS_VERSION.startswith("ring1-2-")
+    assert analyser.version == ANALYSIS_VERSION and ANALYSIS_VERSION.startswith("ring1-3-")
     with pytest.raises(ValueError, match="memo size"):
         PassageAnalyser(memo_size=-1)

@@ -78,6 +78,9 @@ class Run:
     calls: list[CallRow] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
+    embeddings: dict[str, np.ndarray] = field(default_factory=dict)
+    """The candidates' embeddings fetched so far, by chunk id: Ring 1 asks for the pool's,
+    Ring 2 for its survivors', and the retriever is asked once (``run_embeddings``)."""
 
     def timed(self, phase: str, since: float) -> None:
         self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - since

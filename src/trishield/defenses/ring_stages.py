@@ -75,23 +75,47 @@ class Ring1Filter:
 
 
 def read_evidence(run: Run, question: str, candidates: list[Candidate],
-                  config: EvidenceConfig) -> Evidence:
+                  config: EvidenceConfig, analyser: PassageAnalyser | None = None) -> Evidence:
     """The pool as evidence for ``question`` (claims, independence, track records), left on
-    the run for Ring 3 to weigh its answer against."""
+    the run for Ring 3 to weigh its answer against. Each passage's reading comes with it from
+    the KB (stored at ingest, :mod:`trishield.rings.analysis`) when a current one is stored,
+    else Ring 2 reads the text (memoised)."""
+    analyser = analyser or DEFAULT_ANALYSER
     retriever = run.retriever
     records = (retriever.documents_per_writer() if isinstance(retriever, WriterRecords)
                else None)
-    items = [Item(c.chunk_id, c.doc_id, c.chunk.writer, c.chunk.tier, c.chunk.text,
-                  c.chunk.batch, c.chunk.ingested_at) for c in candidates]
+    items = []
+    for c in candidates:
+        stored = analyser.ring2_of(c.chunk.analysis)
+        items.append(Item(c.chunk_id, c.doc_id, c.chunk.writer, c.chunk.tier, c.chunk.text,
+                          c.chunk.batch, c.chunk.ingested_at,
+                          None if stored is None else stored.reading,
+                          None if stored is None else stored.numbers))
     evidence = Evidence(question, items, run_embeddings(run, candidates), records, config)
     run.evidence = evidence
     return evidence
 
 
 def run_embeddings(run: Run, candidates: list[Candidate]) -> np.ndarray | None:
-    """The candidates' embeddings from the run's retriever (``None`` if it has none)."""
+    """The candidates' embeddings from the run's retriever (``None`` if it has none), asked
+    only for those this run has not fetched yet: Ring 2's candidates are Ring 1's survivors,
+    so the pool is read from the KB once per question."""
     retriever = run.retriever
-    return None if retriever is None or not candidates else retriever.embeddings(candidates)
+    if retriever is None or not candidates:
+        return None
+    known = run.embeddings
+    missing = [c for c in candidates if c.chunk_id not in known]
+    if missing:
+        fetched = retriever.embeddings(missing)
+        if fetched is None:
+            return None
+        if len(fetched) != len(missing):
+            raise ValueError(f"the retriever returned {len(fetched)} embeddings for "
+                             f"{len(missing)} candidates")
+        known.update(zip((c.chunk_id for c in missing), fetched, strict=True))
+        if len(missing) == len(candidates):
+            return fetched
+    return np.stack([known[c.chunk_id] for c in candidates])
 
 
 class Ring2Reranker:
@@ -102,14 +126,16 @@ class Ring2Reranker:
 
     name = "ring2"
 
-    def __init__(self, config: ScorerConfig | None = None, *, backend: str = "dense"):
+    def __init__(self, config: ScorerConfig | None = None, *, backend: str = "dense",
+                 analyser: PassageAnalyser | None = None):
         self.config = config or ScorerConfig()
         self.scorer = RetrievalScorer(self.config)
         self.backend = backend
+        self.analyser = analyser or DEFAULT_ANALYSER
 
     def rerank(self, run: Run, question: str, candidates: list[Candidate],
                k: int) -> Reranked:
-        evidence = read_evidence(run, question, candidates, self.config)
+        evidence = read_evidence(run, question, candidates, self.config, self.analyser)
         scored = self.scorer.score(candidates, context=k, evidence=evidence)
         context = [ContextPassage.of(p.candidate, p.trust) for p in scored.context]
         section = Ring2Trace(

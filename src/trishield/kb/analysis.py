@@ -1,7 +1,8 @@
 """What the knowledge base asks of a chunk analyser, and how it hands the analysis back.
 
-Ring 1's per-passage work that does not depend on the question is computed once, when a
-chunk is written, and stored beside it (table ``chunk_analysis``, migration
+Rings 1 and 2's per-passage work that does not depend on the question (Ring 1's signals and
+tokens, Ring 2's reading of sentences, candidate answers and numeric claims) is computed once,
+when a chunk is written, and stored beside it (table ``chunk_analysis``, migration
 ``0008_chunk_analysis``): a retrieved chunk comes back with its analysis instead of being
 analysed again for every question. As with :mod:`trishield.kb.screening`, the KB defines the
 contract and the ring implements it (``trishield.rings.analysis.PassageAnalyser``): kb/ never

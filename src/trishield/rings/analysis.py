@@ -34,14 +34,17 @@ from pathlib import Path
 import regex
 
 from trishield.kb.analysis import StoredAnalysis
+from trishield.rings.claims import StoredReading
+from trishield.rings.conflicts import NumericClaim, read_numbers
 from trishield.rings.obfuscation import Obfuscation
 from trishield.rings.patterns import TextSignals, text_signals
 from trishield.rings.perplexity import perplexity_score
 from trishield.rings.tamper import Token, tokens
 
-FORMAT = 2
+FORMAT = 3
 """The stored layout below; part of the version."""
-_ANALYSED_BY = ("trishield.rings.analysis", "trishield.rings.patterns",
+_ANALYSED_BY = ("trishield.rings.analysis", "trishield.rings.claims",
+                "trishield.rings.conflicts", "trishield.answers", "trishield.rings.patterns",
                 "trishield.rings.normalise", "trishield.rings.obfuscation",
                 "trishield.rings.questions", "trishield.rings.perplexity",
                 "trishield.rings.tamper", "trishield.text", "trishield.homoglyphs")
@@ -68,6 +71,16 @@ def _version() -> str:
 
 
 @dataclass(frozen=True)
+class Ring2Reading:
+    """What Ring 2 reads in a passage whatever the question: its sentences, terms and
+    candidate answer spans (:class:`~trishield.rings.claims.StoredReading`) and its numeric
+    claims (:func:`~trishield.rings.conflicts.read_numbers`)."""
+
+    reading: StoredReading
+    numbers: tuple[NumericClaim, ...]
+
+
+@dataclass(frozen=True)
 class PassageAnalysis:
     """One passage's query-independent Ring 1 analysis. ``tokens`` (the tampered-copy
     detector's) are decoded or computed only when asked for: a pool from one writer never
@@ -79,6 +92,45 @@ class PassageAnalysis:
 
     def tokens(self) -> list[Token]:
         return self._tokens()
+
+
+def read_for_ring2(text: str) -> Ring2Reading:
+    """Ring 2's reading of ``text``, computed now (what is stored with the chunk)."""
+    return Ring2Reading(StoredReading.of(text), read_numbers(text))
+
+
+_UNIT = "\x1f"
+"""Separates the reading's strings: none holds it (terms are word characters, and each
+sentence's spans are compact JSON, which escapes every control character), so splitting on
+it is the whole decode, without JSON's string unescaping (half the decode time)."""
+
+
+def _encode_ring2(found: Ring2Reading) -> str:
+    """The last two lines of the stored form: the reading's strings
+    (:class:`~trishield.rings.claims.StoredReading`) joined by :data:`_UNIT`, then the
+    numeric claims as a JSON list of strings, four a claim (value, unit, frame terms joined
+    by spaces, quote). Strings because a decode then builds one list and its strings,
+    nothing the garbage collector tracks (see :class:`~trishield.rings.claims.StoredReading`)."""
+    numbers = [part for n in found.numbers
+               for part in (n.value, n.unit, " ".join(sorted(n.frame)), n.quote)]
+    parts = found.reading.as_flat()
+    if any(_UNIT in part or "\n" in part for part in parts):
+        raise ValueError("a stored reading part holds a separator")  # see _UNIT
+    return (_UNIT.join(parts) + "\n"
+            + json.dumps(numbers, ensure_ascii=False, separators=(",", ":")))
+
+
+def decode_ring2(lines: str) -> Ring2Reading:
+    """:func:`_encode_ring2` reversed. The reading stays strings (a claim decodes what its
+    question needs); the numeric claims (a few per passage) are rebuilt."""
+    reading, _, numbers = lines.partition("\n")
+    parts = json.loads(numbers)
+    if len(parts) % 4:
+        raise ValueError(f"stored numeric claims hold {len(parts)} strings, not 4 a claim")
+    return Ring2Reading(StoredReading.from_flat(reading.split(_UNIT)),
+                        tuple(NumericClaim(parts[i], parts[i + 1],
+                                           frozenset(parts[i + 2].split()), parts[i + 3])
+                              for i in range(0, len(parts), 4)))
 
 
 def _once(make: Callable[[], list[Token]]) -> Callable[[], list[Token]]:
@@ -108,11 +160,13 @@ def _unobfuscation(stored: list) -> Obfuscation:
 _PERPLEXITY = ("s_perp", "s_perp_len", "rep", "top", "words")
 
 
-def encode(analysis: PassageAnalysis) -> str:
-    """The stored form: a JSON array (perplexity and pattern signals, in a fixed order: an
-    array decodes faster than an object, and Ring 1 decodes one per candidate per question),
-    a newline, then the tokens as JSON (decoded only when needed). JSON floats round-trip
-    exactly."""
+def encode(analysis: PassageAnalysis, ring2: Ring2Reading) -> str:
+    """The stored form, four lines of JSON (compact JSON holds no raw newline): a JSON
+    array (perplexity and pattern signals, in a fixed order: an array decodes faster than an
+    object, and Ring 1 decodes one per candidate per question), then the tokens (decoded
+    only when needed), then Ring 2's reading and numeric claims (:func:`decode_ring2`, read
+    by Ring 2 alone).
+    JSON floats round-trip exactly."""
     signals = analysis.signals
     head = [
         [analysis.perplexity[key] for key in _PERPLEXITY],
@@ -128,12 +182,13 @@ def encode(analysis: PassageAnalysis) -> str:
     ]
     body = [[t.word, t.surface, t.start, t.end] for t in analysis.tokens()]
     return (json.dumps(head, ensure_ascii=False, separators=(",", ":")) + "\n"
-            + json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+            + json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n"
+            + _encode_ring2(ring2))
 
 
 def decode(data: str) -> PassageAnalysis:
     """:func:`encode` reversed (tokens decoded on first use)."""
-    head_text, _, body = data.partition("\n")
+    head_text, _, rest = data.partition("\n")
     (perplexity, words, question, question_disguise, phrases, phrase_disguises, payload,
      word_obfuscations, disguised) = json.loads(head_text)
     signals = TextSignals(
@@ -148,7 +203,8 @@ def decode(data: str) -> PassageAnalysis:
                            if word_obfuscations else ()),
         disguised=disguised, words=words)
     return PassageAnalysis(dict(zip(_PERPLEXITY, perplexity, strict=True)), signals,
-                           _once(lambda: [Token(*row) for row in json.loads(body)]))
+                           _once(lambda: [Token(*row) for row in
+                                          json.loads(rest.partition("\n")[0])]))
 
 
 ANALYSIS_VERSION = _version()
@@ -174,7 +230,7 @@ class PassageAnalyser:
 
     def analyse(self, texts: Sequence[str]) -> list[str]:
         """Each text's analysis in its stored form (what the KB writes with the chunk)."""
-        return [encode(analyse(text)) for text in texts]
+        return [encode(analyse(text), read_for_ring2(text)) for text in texts]
 
     def of(self, text: str, stored: StoredAnalysis | None) -> PassageAnalysis:
         """``text``'s analysis: ``stored`` when it is of this version, else computed (once per
@@ -193,6 +249,16 @@ class PassageAnalyser:
                 while len(self._memo) > self.memo_size:
                     self._memo.popitem(last=False)
         return found
+
+    def ring2_of(self, stored: StoredAnalysis | None) -> Ring2Reading | None:
+        """Ring 2's reading from ``stored`` when it is of this version, else ``None`` (Ring
+        2 then reads the passage itself, through its own memos)."""
+        if stored is None or stored.version != self.version:
+            return None
+        data = stored.data
+        # Ring 2's lines follow the second newline (Ring 1's two lines hold no other)
+        start = data.index("\n", data.index("\n") + 1) + 1
+        return decode_ring2(data[start:])
 
 
 DEFAULT_ANALYSER = PassageAnalyser()

@@ -19,7 +19,9 @@ whatever its spans.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, NamedTuple
@@ -139,14 +141,16 @@ _COMPONENTS: dict[AnswerType, tuple[str, ...]] = {
 
 class Found(NamedTuple):
     """A span of one kind in one sentence, with what does not depend on the question: its
-    place, the stems of its key (to tell an echo of the question) and the terms of the
-    :data:`WINDOW_WORDS` words either side of it. (A named tuple, like :class:`Sentence` and
-    :class:`Reading`: thousands are built when a pool is read cold, three times faster than
-    frozen dataclasses.)"""
+    place, its text and comparison key, the stems of its key (to tell an echo of the
+    question) and the terms of the :data:`WINDOW_WORDS` words either side of it. (A named
+    tuple, like :class:`Sentence` and :class:`Reading`: thousands are built when a pool is
+    read cold, three times faster than frozen dataclasses.) A stored reading
+    (:class:`StoredReading`) holds the same six fields as a JSON list, term sets as text."""
 
     start: int
     end: int
-    span: Span
+    text: str
+    key: str
     key_stems: frozenset[str]
     window: frozenset[str]
 
@@ -182,8 +186,9 @@ def _window(sentence: str, start: int, end: int) -> frozenset[str]:
     return frozenset(index_terms(" ".join(before + after)))
 
 
-def _found(sentence: str, start: int, end: int, span: Span) -> Found:
-    return Found(start, end, span, frozenset(stem(w) for w in span.key.split()),
+def _found(sentence: str, start: int, end: int, text: str) -> Found:
+    key = _key(text)
+    return Found(start, end, text, key, frozenset(stem(w) for w in key.split()),
                  _window(sentence, start, end))
 
 
@@ -195,12 +200,10 @@ def spans_in(sentence: str, component: str) -> tuple[Found, ...]:
     if component == "date":
         if not _DIGIT.search(sentence):
             return ()  # every date has a digit; two thirds of sentences have none
-        return tuple(_found(sentence, m.start(), m.end(), Span(m.group(0), _key(m.group(0)),
-                                                               "date"))
+        return tuple(_found(sentence, m.start(), m.end(), m.group(0))
                      for m in _DATE.finditer(sentence))
     if component == "number":
-        return tuple(_found(sentence, m.start(), m.end(), Span(m.group(0), _key(m.group(0)),
-                                                               "number"))
+        return tuple(_found(sentence, m.start(), m.end(), m.group(0))
                      for m in _numbers(sentence))
     if component != "name":
         raise ValueError(f"unknown span kind {component!r}; known: date, number, name")
@@ -216,7 +219,7 @@ def spans_in(sentence: str, component: str) -> tuple[Found, ...]:
             continue
         if start == 0 and len(words) == 1:
             continue  # a capitalised sentence opening ("Remarkably"), not a name
-        found.append(_found(sentence, start, start + len(text), Span(text, _key(text), "name")))
+        found.append(_found(sentence, start, start + len(text), text))
     return tuple(found)
 
 
@@ -274,38 +277,145 @@ def passage_claim(question: str, text: str) -> PassageClaim:
     return claim_of(read_question(question), text)
 
 
-def claim_of(asked: Asked, text: str) -> PassageClaim:
+SPAN_KINDS: tuple[str, ...] = ("date", "number", "name")
+"""Every span kind, in the order a stored reading lists a sentence's spans."""
+_KIND_INDEX = {kind: index for index, kind in enumerate(SPAN_KINDS)}
+
+
+class StoredReading(NamedTuple):
+    """A passage's whole query-independent reading as stored at ingest
+    (:mod:`trishield.rings.analysis`), in a form whose decoding allocates almost nothing but
+    strings: the passage's terms, then per sentence its terms and its spans. A term set is
+    its terms joined by spaces (a term holds no whitespace); a sentence's spans are one JSON
+    text, ``[dates, numbers, names]`` (:data:`SPAN_KINDS` order), each span a
+    :class:`Found`'s six fields with its two term sets joined likewise, or ``""`` when it
+    has none. Only a sentence that shares a question term has its spans decoded.
+
+    Why strings: decoding nested JSON lists for every candidate of every question was as
+    slow as reading the text again, most of it in the garbage collector (every list is a
+    tracked object, and a large process's collections are long); strings are not tracked."""
+
+    terms: str
+    sentence_terms: Sequence[str]
+    sentence_spans: Sequence[str]
+
+    @classmethod
+    def of(cls, text: str) -> StoredReading:
+        """``text``'s reading in this form (what is stored with the chunk)."""
+        reading = read_passage(text)
+        spans = []
+        for sentence in reading.sentences:
+            kinds = [spans_in(sentence.text, kind) for kind in SPAN_KINDS]
+            spans.append("" if not any(kinds) else json.dumps(
+                [[[f.start, f.end, f.text, f.key, _joined(f.key_stems), _joined(f.window)]
+                  for f in found] for found in kinds], ensure_ascii=False,
+                separators=(",", ":")))
+        return cls(_joined(reading.terms),
+                   tuple(_joined(sentence.terms) for sentence in reading.sentences),
+                   tuple(spans))
+
+    def as_flat(self) -> list[str]:
+        """The stored list: terms, then each sentence's terms and spans in turn."""
+        return [self.terms, *(part for pair in zip(self.sentence_terms, self.sentence_spans,
+                                                   strict=True) for part in pair)]
+
+    @classmethod
+    def from_flat(cls, parts: Sequence[str]) -> StoredReading:
+        """:meth:`as_flat` reversed (refuses a list of the wrong shape)."""
+        if len(parts) % 2 != 1 or set(map(type, parts)) != {str}:
+            raise ValueError("a stored reading is a list of strings: the terms, then a terms "
+                             "and spans pair per sentence")
+        return cls(parts[0], parts[1::2], parts[2::2])
+
+    def sentences(self) -> list[tuple[frozenset[str], tuple[tuple[Found, ...], ...]]]:
+        """Every sentence's terms and spans per kind, decoded in full (for checks: a claim
+        decodes only what its question needs)."""
+        found = []
+        for terms, spans in zip(self.sentence_terms, self.sentence_spans, strict=True):
+            kinds = json.loads(spans) if spans else [[], [], []]
+            found.append((frozenset(terms.split()), tuple(
+                tuple(Found(f[0], f[1], f[2], f[3], frozenset(f[4].split()),
+                            frozenset(f[5].split())) for f in kind) for kind in kinds)))
+        return found
+
+
+def _joined(terms: Collection[str]) -> str:
+    return " ".join(sorted(terms))
+
+
+def whole_reading(text: str) -> list[tuple[frozenset[str], tuple[tuple[Found, ...], ...]]]:
+    """What :func:`read_passage` and :func:`spans_in` give for ``text``, every sentence and
+    span kind, in the shape of :meth:`StoredReading.sentences` (to compare the two)."""
+    return [(sentence.terms, tuple(spans_in(sentence.text, kind) for kind in SPAN_KINDS))
+            for sentence in read_passage(text).sentences]
+
+
+def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> PassageClaim:
     """The candidate answers ``text`` gives to the question ``asked`` (see the module
-    docstring).
+    docstring), read from ``stored`` (the reading stored at ingest) when given, else from
+    the in-process memos.
 
     Every span of the asked type in a sentence that shares a question term is scored by the
     question terms in its sentence plus twice those within :data:`WINDOW_WORDS` words of it
     (span scoring: "The season contained 23 episodes" puts 23 next to "season" and
     "episodes"; a date in the sentence that names the show sits next to neither). A span
     that only repeats the question ("season 4" asked about "season 4") answers nothing."""
-    reading = read_passage(text)
-    terms, words = asked.terms, asked.words
-    share = len(terms & reading.terms) / len(terms) if terms else 0.0
-    scored: list[tuple[float, int, Span]] = []
-    for sentence in reading.sentences:
-        overlap = len(terms & sentence.terms)
-        if not overlap:
-            continue
-        for component in _COMPONENTS[asked.kind]:
-            for found in spans_in(sentence.text, component):
-                if found.span.key and not found.key_stems <= words:
-                    scored.append((-(overlap + 2 * len(terms & found.window)), len(scored),
-                                   found.span))
+    terms = asked.terms
+    kinds = _COMPONENTS[asked.kind]
+    scored: list[tuple[int, int, str, Found]] = []
+    if stored is None:
+        reading = read_passage(text)
+        passage_terms: Collection[str] = reading.terms
+        for sentence in reading.sentences:
+            overlap = len(terms.intersection(sentence.terms))
+            if overlap:
+                for kind in kinds:
+                    _score(spans_in(sentence.text, kind), kind, overlap, asked, scored)
+    else:
+        passage_terms = stored.terms.split()
+        indexes = [(kind, _KIND_INDEX[kind]) for kind in kinds]
+        for sentence_terms, spans in zip(stored.sentence_terms, stored.sentence_spans,
+                                         strict=True):
+            if spans:
+                overlap = len(terms.intersection(sentence_terms.split()))
+                if overlap:
+                    decoded = json.loads(spans)
+                    for kind, index in indexes:
+                        _score_stored(decoded[index], kind, overlap, asked, scored)
+    share = len(terms.intersection(passage_terms)) / len(terms) if terms else 0.0
     scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
     keys: set[str] = set()
-    for _, _, span in scored:
-        if span.key not in keys:
-            keys.add(span.key)
-            spans.append(span)
+    for _, _, kind, found in scored:
+        key = found[3]
+        if key not in keys:
+            keys.add(key)
+            spans.append(Span(found[2], key, kind))
             if len(spans) == MAX_SPANS:
                 break
     return PassageClaim(share, tuple(spans))
+
+
+def _score(found_spans: Sequence[Found], kind: str, overlap: int, asked: Asked,
+           scored: list) -> None:
+    """Adds each span that answers (a key that is not only the question's words) with its
+    score (negated: best first) and reading order."""
+    terms, words = asked.terms, asked.words
+    for found in found_spans:
+        if found.key and not found.key_stems <= words:
+            scored.append((-(overlap + 2 * len(terms & found.window)), len(scored),
+                           kind, found))
+
+
+def _score_stored(found_spans: Sequence[list], kind: str, overlap: int, asked: Asked,
+                  scored: list) -> None:
+    """:func:`_score` over stored spans (``[start, end, text, key, stems, window]``, term
+    sets joined by spaces)."""
+    terms, words = asked.terms, asked.words
+    for found in found_spans:
+        if found[3] and not words.issuperset(found[4].split()):
+            scored.append((-(overlap + 2 * len(terms.intersection(found[5].split()))),
+                           len(scored), kind, found))
 
 
 def states(answer: str, text: str, question: str = "") -> bool:

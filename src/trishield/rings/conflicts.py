@@ -10,6 +10,7 @@ them, see docs/design.md "Gate").
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -72,15 +73,23 @@ def read_numbers(text: str) -> tuple[NumericClaim, ...]:
     return tuple(claims)
 
 
-def find_conflicts(passages: list[tuple[str, str, str]]) -> list[Conflict]:
+def find_conflicts(passages: list[tuple[str, str, str]],
+                   stored: Sequence[Sequence[NumericClaim] | None] | None = None
+                   ) -> list[Conflict]:
     """Conflicts among ``(passage_id, doc_id, text)``; passages of one document never conflict.
+    ``stored`` (one per passage, ``None`` where none is) holds numeric claims read at ingest
+    (:mod:`trishield.rings.analysis`): the others are read now (memoised).
 
     Only claims of one unit can conflict, so claims are indexed by unit and compared within
     it, not every claim of every pair of passages; the conflicts come out in the order of the
     pairwise reading (first passage, second passage, their claims), first of each kept."""
+    if stored is not None and len(stored) != len(passages):
+        raise ValueError(f"{len(stored)} stored claim lists for {len(passages)} passages: "
+                         "one each")
     by_unit: dict[str, list[tuple[int, int, NumericClaim]]] = {}
     for i, (_, _, text) in enumerate(passages):
-        for number, claim in enumerate(read_numbers(text)):
+        known = None if stored is None else stored[i]
+        for number, claim in enumerate(read_numbers(text) if known is None else known):
             by_unit.setdefault(claim.unit, []).append((i, number, claim))
     pairs = []
     for same_unit in by_unit.values():

@@ -28,8 +28,16 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.answers import canonical_numbers, normalize_answer
-from trishield.rings.claims import PassageClaim, claim_of, passage_claim, read_question, states
+from trishield.rings.claims import (
+    PassageClaim,
+    StoredReading,
+    claim_of,
+    passage_claim,
+    read_question,
+    states,
+)
 from trishield.rings.config_types import CONFIG, Tier, Unit
+from trishield.rings.conflicts import NumericClaim
 
 TIER_ORDER: dict[str, int] = {"untrusted": 0, "neutral": 1, "trusted": 2}
 
@@ -71,6 +79,11 @@ class Item:
     text: str
     batch: int | None = None
     ingested_at: float | None = None
+    reading: StoredReading | None = field(default=None, compare=False, repr=False)
+    """The passage's reading stored at ingest (:mod:`trishield.rings.analysis`), when the
+    KB holds a current one; else it is read from the text."""
+    numbers: tuple[NumericClaim, ...] | None = field(default=None, compare=False, repr=False)
+    """Its numeric claims stored at ingest, likewise (Ring 2's conflicts)."""
 
 
 def record(documents: int | None, config: EvidenceConfig) -> float:
@@ -209,7 +222,8 @@ class Evidence:
         self.items = list(items)
         self.config = config or EvidenceConfig()
         asked = read_question(question)
-        self.claims: list[PassageClaim] = [claim_of(asked, i.text) for i in self.items]
+        self.claims: list[PassageClaim] = [claim_of(asked, i.text, i.reading)
+                                             for i in self.items]
         self.records = {i.writer: record(None if documents_per_writer is None
                                          else documents_per_writer.get(i.writer, 0),
                                          self.config) for i in self.items}

@@ -206,8 +206,10 @@ class RetrievalScorer:
                   for position, i in enumerate(order)]
         conflicts: list[Conflict] = []
         if self.config.detect_conflicts:
-            conflicts = find_conflicts([(p.candidate.chunk_id, p.candidate.doc_id,
-                                         p.candidate.chunk.text) for p in ranked])
+            conflicts = find_conflicts(
+                [(p.candidate.chunk_id, p.candidate.doc_id, p.candidate.chunk.text)
+                 for p in ranked],
+                None if evidence is None else [evidence.items[i].numbers for i in order])
         return ScorerResult(ranked, conflicts, evidence)
 
 
