@@ -146,12 +146,14 @@ class PanelConsensus:
         claims: dict[str, list[int]] = {}
         rounds: list[Round] = []
         silent: list[Source] = []
+        escalated = False  # whether any source's question went to the second reader
         for source in sides[:self.config.max_sources]:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
             passages = [evidence_passage(evidence.items[i]) for i in members[:5]]
             heard = self.consensus.decide(question, passages, use_panel=use_panel,
                                           evidence=evidence)
             rounds += heard.rounds
+            escalated = escalated or heard.escalated
             if heard.refused or heard.answer is None:
                 silent.append(source)
                 continue
@@ -166,30 +168,34 @@ class PanelConsensus:
         if not claims:
             result = ConsensusResult(None, True, "no independent source about the question "
                                      "gives an answer (every source declined)", rounds)
-            return self._finish(run, result, [])
+            return self._finish(run, result, [], escalated=escalated)
         verdict = evidence.judge(claims)
         record_verdict(run, evidence, verdict)
         if verdict.outcome not in ("stands", "unopposed"):
             result = ConsensusResult(None, True, verdict.reason, rounds)
-            return self._finish(run, result, [])
+            return self._finish(run, result, [], escalated=escalated)
         if (heavier := outweighed_by_silence(verdict.support, silent)) is not None:
             result = ConsensusResult(None, True, (
                 f"insufficient evidence: {verdict.support.label!r} rests on lighter sources "
                 f"(weight {verdict.support.weight:.2f}) while a heavier source about the "
                 f"question ({'+'.join(heavier.writers)}, {heavier.tier}, weight "
                 f"{heavier.weight:.2f}) gives no answer"), rounds)
-            return self._finish(run, result, [])
+            return self._finish(run, result, [], escalated=escalated)
         winners = [evidence_passage(evidence.items[i])
                    for source in verdict.support.sources for i in source.members]
         result = self.consensus.check_evidence(question, [verdict.support.label], winners,
                                                rounds)
         if not result.refused:
             result.reason = f"weighed: {verdict.reason}"
-        return self._finish(run, result, winners)
+        return self._finish(run, result, winners, escalated=escalated)
 
     @staticmethod
-    def _finish(run: Run, result: ConsensusResult,
-                context: Sequence[ContextPassage]) -> Outcome:
+    def _finish(run: Run, result: ConsensusResult, context: Sequence[ContextPassage], *,
+                escalated: bool = False) -> Outcome:
+        """The outcome and the trace; ``escalated``: a contested question's source rounds
+        asked the second reader (each source's own result says so only for itself)."""
+        if escalated:
+            result.escalated = True
         run.trace.ring3 = Ring3Trace.model_validate(result.as_dict())
         for round_ in result.rounds:
             run.calls.extend(vote_call(vote) for vote in round_.votes)
