@@ -17,15 +17,10 @@ from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerConfig, out_
 from trishield.rings.tamper import pool_tampered_copies
 from trishield.stages import ContextPassage, Reranked, Run, WriterRecords
 from trishield.trace import (
-    ConflictRow,
     EvidenceTrace,
     RelevanceFloor,
-    Ring1Config,
     Ring1Trace,
-    Ring1Weights,
     Ring2Trace,
-    ScoredRow,
-    VerdictRow,
 )
 
 
@@ -63,13 +58,14 @@ class Ring1Filter:
                                                  for copy in copies],
                                          analyses=analyses)
         config = self.config
-        run.trace.ring1 = Ring1Trace(
-            config=Ring1Config(theta=config.theta, flag_theta=config.flag_theta,
-                               weights=Ring1Weights(perp=config.w_perp, pat=config.w_pat,
-                                                    out=config.w_out)),
-            verdicts=[VerdictRow.model_validate(v.as_dict()) for v in verdicts],
-            blocked=[v.subject for v in verdicts if v.blocked],
-            flagged=[v.subject for v in verdicts if v.flagged])
+        # one validation of the whole section: a call per row cost more than the rows
+        run.trace.ring1 = Ring1Trace.model_validate({
+            "config": {"theta": config.theta, "flag_theta": config.flag_theta,
+                       "weights": {"perp": config.w_perp, "pat": config.w_pat,
+                                   "out": config.w_out}},
+            "verdicts": [v.as_dict() for v in verdicts],
+            "blocked": [v.subject for v in verdicts if v.blocked],
+            "flagged": [v.subject for v in verdicts if v.flagged]})
         run.signals.flagged = sorted(v.subject for v in verdicts if v.flagged or v.blocked)
         return [c for c, v in zip(candidates, verdicts, strict=True) if not v.blocked]
 
@@ -138,11 +134,11 @@ class Ring2Reranker:
         evidence = read_evidence(run, question, candidates, self.config, self.analyser)
         scored = self.scorer.score(candidates, context=k, evidence=evidence)
         context = [ContextPassage.of(p.candidate, p.trust) for p in scored.context]
-        section = Ring2Trace(
-            w_prov=self.config.w_prov,
-            ranked=[ScoredRow.model_validate(p.as_dict()) for p in scored.ranked],
-            conflicts=[ConflictRow.model_validate(c.as_dict()) for c in scored.conflicts],
-            dropped=[p.candidate.chunk_id for p in scored.ranked if not p.in_context])
+        section = Ring2Trace.model_validate({  # one validation, not one a row
+            "w_prov": self.config.w_prov,
+            "ranked": [p.as_dict() for p in scored.ranked],
+            "conflicts": [c.as_dict() for c in scored.conflicts],
+            "dropped": [p.candidate.chunk_id for p in scored.ranked if not p.in_context]})
         run.trace.ring2 = section
         run.trace.evidence = EvidenceTrace.model_validate(evidence.as_dict())
         floor = self.config.min_relevance.get(self.backend)
