@@ -45,15 +45,17 @@ class Ring1Filter:
         outliers = None if matrix is None else outlier_scores(matrix, matrix)
         scores = ([None] * len(candidates) if outliers is None
                   else [float(o) for o in outliers])
-        texts = [c.chunk.text for c in candidates]
-        analyses = [self.analyser.of(c.chunk.text, c.chunk.analysis) for c in candidates]
+        # each column read once: a chunk id is formatted anew on every read
+        chunks = [c.chunk for c in candidates]
+        ids = [chunk.chunk_id for chunk in chunks]
+        texts = [chunk.text for chunk in chunks]
+        tiers = [chunk.tier for chunk in chunks]
+        analyses = [self.analyser.of(chunk.text, chunk.analysis) for chunk in chunks]
         copies = pool_tampered_copies(
-            [c.chunk_id for c in candidates], [c.doc_id for c in candidates], texts,
-            [c.chunk.tier for c in candidates], [c.chunk.writer for c in candidates],
-            self.config.tamper, tokenised=[a.tokens for a in analyses])
-        verdicts = self.guard.judge_many([c.chunk_id for c in candidates], texts, scores,
-                                         query=question,
-                                         tiers=[c.chunk.tier for c in candidates],
+            ids, [chunk.doc_id for chunk in chunks], texts, tiers,
+            [chunk.writer for chunk in chunks], self.config.tamper,
+            tokenised=[a.tokens for a in analyses])
+        verdicts = self.guard.judge_many(ids, texts, scores, query=question, tiers=tiers,
                                          extras=[() if copy is None else (copy.hit(),)
                                                  for copy in copies],
                                          analyses=analyses)
@@ -100,18 +102,19 @@ def run_embeddings(run: Run, candidates: list[Candidate]) -> np.ndarray | None:
     if retriever is None or not candidates:
         return None
     known = run.embeddings
-    missing = [c for c in candidates if c.chunk_id not in known]
+    ids = [c.chunk_id for c in candidates]  # formatted once, not on every read
+    missing = [n for n, chunk_id in enumerate(ids) if chunk_id not in known]
     if missing:
-        fetched = retriever.embeddings(missing)
+        fetched = retriever.embeddings([candidates[n] for n in missing])
         if fetched is None:
             return None
         if len(fetched) != len(missing):
             raise ValueError(f"the retriever returned {len(fetched)} embeddings for "
                              f"{len(missing)} candidates")
-        known.update(zip((c.chunk_id for c in missing), fetched, strict=True))
+        known.update(zip((ids[n] for n in missing), fetched, strict=True))
         if len(missing) == len(candidates):
             return fetched
-    return np.stack([known[c.chunk_id] for c in candidates])
+    return np.stack([known[chunk_id] for chunk_id in ids])
 
 
 class Ring2Reranker:

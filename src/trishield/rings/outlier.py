@@ -29,11 +29,29 @@ def squashed_z(statistic: np.ndarray, median: float, sigma: float) -> np.ndarray
     return np.tanh(np.clip((median - statistic) / sigma, 0.0, None) / 3.0)
 
 
+def median(values: np.ndarray) -> float:
+    """``float(np.median(values))`` of a 1-D float array, bit for bit (the middle value, or
+    the float mean of the two middle ones; NaN if any is NaN), without ``np.median``'s
+    general machinery, which cost Ring 1 about 20 us a call on a pool of 20."""
+    if values.ndim != 1 or not np.issubdtype(values.dtype, np.floating):
+        raise ValueError(f"median of a 1-D float array, got {values.dtype} {values.shape}")
+    if not len(values):
+        raise ValueError("median of no values")
+    ordered = np.sort(values)  # NaNs sort last
+    if np.isnan(ordered[-1]):
+        return float("nan")
+    middle = len(ordered) // 2
+    # as np.mean sums: the first value plus the sum of the rest from +0.0 (so -0.0 -> 0.0)
+    if len(ordered) % 2:
+        return float(ordered[middle] + 0.0)
+    return float((ordered[middle - 1] + (ordered[middle] + 0.0)) / 2)
+
+
 def robust_outlier_score(statistic: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """:func:`squashed_z` against the median and ``1.4826 * MAD`` of ``reference``."""
-    median = float(np.median(reference))
-    mad = float(np.median(np.abs(reference - median))) * MAD_TO_SIGMA or 1e-6
-    return squashed_z(statistic, median, mad)
+    centre = median(reference)
+    mad = median(np.abs(reference - centre)) * MAD_TO_SIGMA or 1e-6
+    return squashed_z(statistic, centre, mad)
 
 
 def outlier_scores(vectors: np.ndarray, reference: np.ndarray,
