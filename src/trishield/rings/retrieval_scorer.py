@@ -192,17 +192,15 @@ class RetrievalScorer:
         raw = evidence_weights(evidence) if evidence is not None else [0.0] * len(candidates)
         top = max(raw)
         support = [value / top if top > 0 else 0.0 for value in raw]
-        scored = []
-        for candidate, s_rel, s_ev, s_raw in zip(candidates, relevance, support, raw,
-                                                 strict=True):
-            w = self.weight(candidate.chunk.tier)
-            scored.append(ScoredPassage(candidate, s_rel, s_ev, s_raw, w,
-                                        w * s_ev + (1 - w) * s_rel))
-        order = sorted(range(len(scored)),
-                       key=lambda i: (-scored[i].trust, scored[i].candidate.rank))
+        provenance = [self.weight(c.chunk.tier) for c in candidates]
+        trust = [w * s_ev + (1 - w) * s_rel
+                 for w, s_ev, s_rel in zip(provenance, support, relevance, strict=True)]
+        order = sorted(range(len(candidates)),
+                       key=lambda i: (-trust[i], candidates[i].rank))
         chosen = self._diverse(order, candidates, evidence, k)
-        ranked = [ScoredPassage(**{**scored[i].__dict__, "trust_rank": position + 1,
-                                   "in_context": i in chosen})
+        # each passage built once, with its place already known
+        ranked = [ScoredPassage(candidates[i], relevance[i], support[i], raw[i],
+                                provenance[i], trust[i], position + 1, i in chosen)
                   for position, i in enumerate(order)]
         conflicts: list[Conflict] = []
         if self.config.detect_conflicts:
