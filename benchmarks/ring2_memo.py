@@ -43,22 +43,15 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from trishield.defenses.retrievers import KBRetriever
-    from trishield.eval.poisonedrag import knowledge_bases as kbs
-    from trishield.eval.poisonedrag.attacks import load_targets
     from trishield.eval.poisonedrag.defenses import make_asker
-    from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel
     from trishield.rings import claims, conflicts
     from trishield.settings import PipelineConfig
+    from wiki5k_questions import seeded_questions, wiki5k_base
 
-    targets = load_targets()
-    base = kbs.build_base(args.work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
-    with KnowledgeBase.open(base) as kb:
-        stored = set(kb.document_ids())
-        half = args.questions // 2
-        questions = ([q.text for q in squad_questions(stored, args.questions - half, args.seed)]
-                     + [q.text for q in nq_questions(stored, half, args.seed)])
+    with KnowledgeBase.open(wiki5k_base(args.work_dir)) as kb:
+        questions = seeded_questions(kb, args.questions, args.seed)
         ask = make_asker("ring12", KBRetriever(kb), build_panel(["extractive"]),
                          PipelineConfig(backend="dense"))
         for question in questions[:5]:  # warm-up: models loaded, KB caches filled

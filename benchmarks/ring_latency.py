@@ -43,14 +43,12 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from trishield.defenses.retrievers import KBRetriever
-    from trishield.eval.poisonedrag import knowledge_bases as kbs
-    from trishield.eval.poisonedrag.attacks import load_targets
     from trishield.eval.poisonedrag.defenses import make_asker
-    from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel
     from trishield.rings.analysis import ANALYSIS_VERSION
     from trishield.settings import PipelineConfig
+    from wiki5k_questions import seeded_questions, wiki5k_base
 
     carried = {"current": 0, "candidates": 0}
 
@@ -64,15 +62,11 @@ def main() -> None:
                                       and c.chunk.analysis.version == ANALYSIS_VERSION)
             return found
 
-    targets = load_targets()
-    base = kbs.build_base(args.work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
+    base = wiki5k_base(args.work_dir)
     panel = build_panel(["extractive"])
     config = PipelineConfig(backend="dense")
     with KnowledgeBase.open(base) as kb:
-        stored = set(kb.document_ids())
-        half = args.questions // 2
-        questions = ([q.text for q in squad_questions(stored, args.questions - half, args.seed)]
-                     + [q.text for q in nq_questions(stored, half, args.seed)])
+        questions = seeded_questions(kb, args.questions, args.seed)
         askers = {"none": make_asker("none", KBRetriever(kb), panel, config),
                   "ring12": make_asker("ring12", CountingRetriever(kb), panel, config)}
         for ask in askers.values():  # warm-up: models loaded, caches filled

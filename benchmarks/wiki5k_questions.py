@@ -1,0 +1,34 @@
+"""What the wiki5k latency benchmarks share: the benchmark's wiki5k base KB and its seeded
+question set.
+
+``benchmarks/ring_latency.py`` and ``benchmarks/ring2_memo.py`` both time ``ring12`` over the
+same SQuAD + NQ questions on the same KB; one definition keeps their figures comparable (a
+change to how one picks questions would otherwise silently measure something else).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trishield.eval.poisonedrag import knowledge_bases as kbs
+from trishield.eval.poisonedrag.attacks import load_targets
+from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
+from trishield.kb import KnowledgeBase
+
+
+def wiki5k_base(work_dir: Path) -> Path:
+    """The benchmark's wiki5k base KB under ``work_dir`` (built by ``trishield eval
+    poisonedrag``, else here: about five minutes)."""
+    targets = load_targets()
+    return kbs.build_base(work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
+
+
+def seeded_questions(kb: KnowledgeBase, count: int, seed: int) -> list[str]:
+    """``count`` questions about documents ``kb`` stores: the first half (rounded up) from
+    SQuAD, the rest from NQ, drawn with ``seed``."""
+    if count < 1:
+        raise ValueError(f"the question count must be at least 1, got {count}")
+    stored = set(kb.document_ids())
+    half = count // 2
+    return ([q.text for q in squad_questions(stored, count - half, seed)]
+            + [q.text for q in nq_questions(stored, half, seed)])
