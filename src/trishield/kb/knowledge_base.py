@@ -1370,5 +1370,20 @@ class KnowledgeBase:
         return self.store.sample_embeddings(self.dimension, limit, seed)
 
     def embeddings_for(self, candidates: Sequence[Candidate]) -> dict[int, np.ndarray]:
-        """The stored embedding of each candidate's chunk, by chunk primary key."""
-        return self.store.embeddings_of([c.chunk.pk for c in candidates], self.dimension)
+        """The stored embedding of each candidate's chunk, by chunk primary key: the one its
+        search read with the row (same snapshot, no second query), else read now."""
+        carried = [c.chunk for c in candidates if c.chunk.embedding is not None]
+        found: dict[int, np.ndarray] = {}
+        if carried:
+            width = 4 * self.dimension
+            sizes = {len(chunk.embedding) for chunk in carried}
+            if sizes != {width}:
+                raise KnowledgeBaseError(f"stored embeddings of {sorted(sizes)} bytes, not "
+                                         f"{width} (dimension {self.dimension})")
+            vectors = np.frombuffer(b"".join(chunk.embedding for chunk in carried),
+                                    dtype=np.float32).reshape(len(carried), self.dimension)
+            found = dict(zip((chunk.pk for chunk in carried), vectors, strict=True))
+        if len(found) < len(candidates):
+            found.update(self.store.embeddings_of(
+                [c.chunk.pk for c in candidates if c.chunk.pk not in found], self.dimension))
+        return found

@@ -60,6 +60,10 @@ class StoredChunk:
     analysis: StoredAnalysis | None = field(default=None, compare=False, repr=False)
     """Ring 1's query-independent analysis of the chunk, as stored at ingest (``None`` when
     none is stored; its version says whether the reader may use it)."""
+    embedding: bytes | None = field(default=None, compare=False, repr=False)
+    """The chunk's stored embedding (float32 bytes), read with the row by a search: Rings 1
+    and 2 read every candidate's embedding, and a second query for them cost more than the
+    row read itself (``None`` when the row was read without it: the KB reads it then)."""
 
     @property
     def chunk_id(self) -> str:
@@ -397,12 +401,13 @@ class Store:
             rows = self.connection.execute(
                 "SELECT c.pk, d.doc_id, c.chunk_index, c.text, d.title, d.tier, d.writer, "
                 "c.char_start, c.char_end, d.provenance, d.batch_id, d.ingested_at, "
-                "a.version, a.data FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
-                "LEFT JOIN chunk_analysis a ON a.chunk_pk = c.pk "
+                "a.version, a.data, c.embedding FROM chunks c JOIN documents d "
+                "ON d.pk = c.doc_pk LEFT JOIN chunk_analysis a ON a.chunk_pk = c.pk "
                 f"WHERE c.pk IN ({marks})", part)
-            for *row, version, data in rows:
+            for *row, version, data, embedding in rows:
                 found[row[0]] = StoredChunk(
-                    *row, analysis=None if version is None else StoredAnalysis(version, data))
+                    *row, analysis=None if version is None else StoredAnalysis(version, data),
+                    embedding=embedding)
         return found
 
     # -- chunk analyses (kb.analysis) -------------------------------------------------------
