@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reader_doubles import InventingReader
 from trishield.defenses import build_defense
 from trishield.defenses.trishield import RINGS_OF
 from trishield.demo import ATTACKER, attacks
@@ -189,18 +190,6 @@ def test_closed_domain_mode_refuses_what_the_kb_never_mentions(demo_kb_dir: Path
     assert not canada.refused and canada.trace.ring2.unknown_terms == []
     assert open_domain.trace.ring2.unknown_terms is None  # closed-domain mode off
     assert "never mentions" not in open_domain.reason
-
-
-class InventingReader:
-    """Test double for a small LLM that answers with words no passage holds."""
-
-    name, vendor, uses_llm = "inventing", "test double", False
-
-    def answer(self, question, passages):
-        from trishield.llm.base import ReaderAnswer
-        return ReaderAnswer(text="the moon", citations=[], refused=False, raw="the moon",
-                            prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False,
-                            model=self.name)
 
 
 def test_the_second_reader_answers_where_the_first_misread(demo_kb_dir: Path) -> None:
