@@ -289,6 +289,32 @@ def test_a_reading_dispute_over_one_source_needs_tau() -> None:
     assert result.refused and "conflicting sources" in result.reason
 
 
+def test_the_panel_reads_only_when_the_first_answer_rests_on_a_flagged_passage() -> None:
+    """Without the panel the first member answers alone; a passage Ring 1 flagged makes the
+    rest of the panel read only when that answer rests on it. Its vote is reused, not asked
+    again, and the result says why the panel was convened."""
+    untouched = [ScriptedReader("a", lambda ids: "23"), ScriptedReader("b", lambda ids: "24")]
+    calm = Consensus(untouched).decide("how many episodes", CONTEXT, use_panel=False,
+                                       suspects={"poison#0"})
+    assert (calm.answer, calm.convened, len(calm.rounds[0].votes)) == ("23", None, 1)
+    assert untouched[1].calls == 0
+
+    panel = [ScriptedReader("a", lambda ids: "24"), ScriptedReader("b", lambda ids: "23"),
+             ScriptedReader("c", lambda ids: "23 episodes")]
+    doubted = Consensus(panel).decide("how many episodes", CONTEXT, use_panel=False,
+                                      suspects={"poison#0", "elsewhere#0"})
+    assert doubted.convened is not None and "poison#0" in doubted.convened
+    assert "elsewhere" not in doubted.convened
+    assert [v.member for v in doubted.rounds[0].votes] == ["a", "b", "c"]
+    assert [r.calls for r in panel] == [1, 1, 1]
+    assert doubted.answer == "23"  # the claims are weighed: the untrusted poison loses
+    # without suspects, or with the panel already reading, nothing is convened
+    assert Consensus(panel).decide("how many episodes", CONTEXT,
+                                   use_panel=False).convened is None
+    assert Consensus(panel).decide("how many episodes", CONTEXT,
+                                   suspects={"poison#0"}).convened is None
+
+
 def test_retry_drops_the_least_trusted_third_once() -> None:
     def swayed(ids):  # answers the poison while the poison is in the context
         return "24" if "poison#0" in ids else "23"

@@ -21,7 +21,7 @@ a misread answer but never brings in an answer the context does not state.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, get_args
 
@@ -126,6 +126,9 @@ class ConsensusResult:
     disputed: bool = False
     """Refused because the panel read one source two ways without a majority (not in the
     trace's dictionary: the reason says it)."""
+    convened: str | None = None
+    """Why the rest of the panel was asked after the first member (its answer rested on a
+    passage Ring 1 flagged), or None."""
     unstated: bool = False
     """Refused because the round left no stated claim: every answer is in no passage, or
     every member declined (not in the trace's dictionary: the reason says it)."""
@@ -266,9 +269,11 @@ class Consensus:
         self.second_reader = second_reader
 
     def _round(self, question: str, passages: Sequence[ContextPassage],
-               members: Sequence[Reader]) -> Round:
-        votes = []
-        for member in members:
+               members: Sequence[Reader], heard: Sequence[Vote] = ()) -> Round:
+        """One round: every member's vote on ``passages``; ``heard`` are votes the first
+        members already cast on the same passages (not asked again)."""
+        votes = list(heard)
+        for member in members[len(heard):]:
             reply = member.answer(question, presented_to(member, passages))
             votes.append(Vote.of(member, reply))
         groups = group_answers(votes, question)
@@ -280,11 +285,17 @@ class Consensus:
                      sorted((v.answer for v in largest), key=len))
 
     def decide(self, question: str, passages: Sequence[ContextPassage], *,
-               use_panel: bool = True, evidence: Evidence | None = None) -> ConsensusResult:
+               use_panel: bool = True, evidence: Evidence | None = None,
+               suspects: Collection[str] = ()) -> ConsensusResult:
         """Ask (once, or twice with the least-trusted third dropped when the first round gives
         no answer), then settle the stated claims on their evidence. ``evidence`` is the pool
         Ring 2 read (it knows writers' records and near-duplicates); without it the context
-        alone is the evidence."""
+        alone is the evidence.
+
+        ``suspects``: passages Ring 1 flagged. Without ``use_panel`` the first member answers
+        alone, and the rest of the panel reads the same context only when that answer rests
+        on a suspect (its supporting passages include one): Ring 1's doubt about a passage
+        matters when the answer depends on it (docs/design.md, "Gate")."""
         if not passages:
             return ConsensusResult(None, True, "insufficient evidence: no passage survived the "
                                    "defense to answer from")
@@ -293,6 +304,14 @@ class Consensus:
         current = list(passages)
         rounds = [self._round(question, current, members)]
         result = self._settle(question, rounds, current, evidence, members)
+        convened = None
+        doubted = [i for i in result.support if i in set(suspects)]
+        if not use_panel and doubted and len(self.panel) > 1:
+            members, use_panel = self.panel, True
+            rounds = [self._round(question, current, members, heard=rounds[0].votes)]
+            result = self._settle(question, rounds, current, evidence, members)
+            convened = (f"the first answer rests on {', '.join(doubted)}, which Ring 1 "
+                        "flagged: the panel reads")
         escalated = False
         why = self._second_reader_needed(result)
         if why is not None:
@@ -313,7 +332,8 @@ class Consensus:
             result = self._settle(question, rounds, current, evidence, members)
             if result.refused and "after dropping" not in result.reason:
                 result.reason += " (also after dropping the least-trusted third)"
-        return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated)
+        return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated,
+                       convened=convened)
 
     def _second_reader_needed(self, result: ConsensusResult) -> str | None:
         """Why the second reader is asked, or None: there is one, the round refused, and either
