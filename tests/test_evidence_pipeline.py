@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reader_doubles import InventingReader
 from trishield.defenses import build_defense
 from trishield.kb import Document, KnowledgeBase
 from trishield.llm import ExtractiveReader
@@ -107,24 +108,12 @@ def test_a_claim_lighter_than_a_silent_source_is_not_believed() -> None:
     assert outweighed_by_silence(claim, []) is None
 
 
-class InventingReader:
-    """Test double for a small LLM whose answer no passage holds."""
-
-    name, vendor, uses_llm = "inventing", "test double", False
-
-    def answer(self, question, passages):
-        from trishield.llm.base import ReaderAnswer
-        return ReaderAnswer(text="Gustave Eiffel", citations=[], refused=False, raw="",
-                            prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False,
-                            model=self.name)
-
-
 def test_a_contested_question_asks_the_second_reader_per_source(tmp_path: Path) -> None:
     """Each source the first model misreads goes to the second reader; the claims it reads are
     weighed as any others (the trusted source wins) and the trace says it was asked."""
     with _kb(tmp_path / "kb", "trusted", "neutral", sybil=True) as kb:
-        alone = build_defense("full", kb, [InventingReader()]).ask(QUESTION)
-        helped = build_defense("full", kb, [InventingReader()],
+        alone = build_defense("full", kb, [InventingReader("Gustave Eiffel")]).ask(QUESTION)
+        helped = build_defense("full", kb, [InventingReader("Gustave Eiffel")],
                                second_reader=ExtractiveReader()).ask(QUESTION)
     assert alone.refused
     assert not helped.refused and "Ada Lindqvist" in helped.answer

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reader_doubles import InventingReader
 from trishield.defenses import build_defense
 from trishield.defenses.trishield import RINGS_OF
 from trishield.demo import ATTACKER, attacks
@@ -155,6 +156,37 @@ def test_gated_mode_opens_on_uncertainty_and_stays_shut_when_confident(
                                     "reasons": ["Rings 1-2 saw no risk: one model answers"]}
 
 
+def test_gated_mode_convenes_the_panel_when_the_answer_rests_on_a_flagged_passage(
+        demo_kb_dir: Path) -> None:
+    """Ring 1 flags every passage (a flag threshold near 0): the first reader's answer rests
+    on a flagged passage, so the rest of the panel reads and the gate's trace says so. With
+    nothing flagged, one reader answers."""
+    from dataclasses import replace
+
+    from trishield.rings.consensus import ConsensusConfig
+    from trishield.rings.ingest_guard import GuardConfig
+    from trishield.rings.retrieval_scorer import ScorerConfig
+
+    question = "How much does shipping to Canada cost?"
+    scorer = replace(ScorerConfig(), detect_conflicts=False)
+    wary = PipelineConfig(guard=replace(GuardConfig(), flag_theta=0.001), scorer=scorer,
+                          consensus=ConsensusConfig())
+    calm = replace(wary, guard=replace(GuardConfig(), flag_theta=1.0))
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        flagged = build_defense("full", kb, [ExtractiveReader(), ExtractiveReader()],
+                                config=wary).ask(question)
+        unflagged = build_defense("full", kb, [ExtractiveReader(), ExtractiveReader()],
+                                  config=calm).ask(question)
+    gate = flagged.trace.gate
+    assert gate is not None and gate.use_panel
+    assert "the panel reads if an answer rests on one" in gate.reasons[0]
+    assert "which Ring 1 flagged: the panel reads" in gate.reasons[-1]
+    assert len(flagged.trace.ring3.rounds[0].votes) == 2
+    assert not flagged.refused and flagged.answer == unflagged.answer
+    assert unflagged.trace.gate is not None and not unflagged.trace.gate.use_panel
+    assert len(unflagged.trace.ring3.rounds[0].votes) == 1
+
+
 def test_relevance_floor_refuses_when_nothing_relevant_was_found(demo_kb_dir: Path) -> None:
     from dataclasses import replace
 
@@ -189,18 +221,6 @@ def test_closed_domain_mode_refuses_what_the_kb_never_mentions(demo_kb_dir: Path
     assert not canada.refused and canada.trace.ring2.unknown_terms == []
     assert open_domain.trace.ring2.unknown_terms is None  # closed-domain mode off
     assert "never mentions" not in open_domain.reason
-
-
-class InventingReader:
-    """Test double for a small LLM that answers with words no passage holds."""
-
-    name, vendor, uses_llm = "inventing", "test double", False
-
-    def answer(self, question, passages):
-        from trishield.llm.base import ReaderAnswer
-        return ReaderAnswer(text="the moon", citations=[], refused=False, raw="the moon",
-                            prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False,
-                            model=self.name)
 
 
 def test_the_second_reader_answers_where_the_first_misread(demo_kb_dir: Path) -> None:

@@ -25,6 +25,7 @@ from trishield.rings.consensus import (
     Consensus,
     ConsensusConfig,
     ContextPassage,
+    context_evidence,
     drop_least_trusted,
     group_answers,
 )
@@ -288,6 +289,32 @@ def test_a_reading_dispute_over_one_source_needs_tau() -> None:
     assert result.refused and "conflicting sources" in result.reason
 
 
+def test_the_panel_reads_only_when_the_first_answer_rests_on_a_flagged_passage() -> None:
+    """Without the panel the first member answers alone; a passage Ring 1 flagged makes the
+    rest of the panel read only when that answer rests on it. Its vote is reused, not asked
+    again, and the result says why the panel was convened."""
+    untouched = [ScriptedReader("a", lambda ids: "23"), ScriptedReader("b", lambda ids: "24")]
+    calm = Consensus(untouched).decide("how many episodes", CONTEXT, use_panel=False,
+                                       suspects={"poison#0"})
+    assert (calm.answer, calm.convened, len(calm.rounds[0].votes)) == ("23", None, 1)
+    assert untouched[1].calls == 0
+
+    panel = [ScriptedReader("a", lambda ids: "24"), ScriptedReader("b", lambda ids: "23"),
+             ScriptedReader("c", lambda ids: "23 episodes")]
+    doubted = Consensus(panel).decide("how many episodes", CONTEXT, use_panel=False,
+                                      suspects={"poison#0", "elsewhere#0"})
+    assert doubted.convened is not None and "poison#0" in doubted.convened
+    assert "elsewhere" not in doubted.convened
+    assert [v.member for v in doubted.rounds[0].votes] == ["a", "b", "c"]
+    assert [r.calls for r in panel] == [1, 1, 1]
+    assert doubted.answer == "23"  # the claims are weighed: the untrusted poison loses
+    # without suspects, or with the panel already reading, nothing is convened
+    assert Consensus(panel).decide("how many episodes", CONTEXT,
+                                   use_panel=False).convened is None
+    assert Consensus(panel).decide("how many episodes", CONTEXT,
+                                   suspects={"poison#0"}).convened is None
+
+
 def test_retry_drops_the_least_trusted_third_once() -> None:
     def swayed(ids):  # answers the poison while the poison is in the context
         return "24" if "poison#0" in ids else "23"
@@ -404,11 +431,69 @@ def test_a_bare_yes_or_no_needs_a_sentence_that_decides_it() -> None:
                           ScriptedReader("b", lambda ids, w=word: w)]).decide(q, passages)
 
     no = asked("No")
-    assert (no.answer, no.support) == ("No", ["r#0"])
-    assert asked("Yes").refused and "no context passage supports" in asked("Yes").reason
+    assert (no.answer, no.support, no.reason) == ("No", ["r#0"], "agreed")
     near_miss = [_passage("w#0", 0.9, "What the warranty does not cover: misuse and loss.")]
     assert asked("No", near_miss, "Does the warranty cover water damage to a headlamp?").refused
+    assert asked("Yes", near_miss, "Does the warranty cover water damage to a headlamp?").refused
     assert not decides("No", "Opened software is not refundable.", "")
+    assert not decides("Yes", "Opened software is not refundable.", question)
+
+
+def _readers_say(word: str, count: int = 2) -> list[ScriptedReader]:
+    return [ScriptedReader(name, lambda ids, w=word: w) for name in "abc"[:count]]
+
+
+def test_the_context_decides_a_yes_or_no_its_readers_misread() -> None:
+    """Every reader says "Yes" to "Can opened software be refunded?" beside "Opened software
+    is not refundable": the deciding sentence is the evidence, so the answer is "No" from it,
+    and the reason says the readers' answer was in no passage. One call per reader: the
+    second reader is not needed."""
+    question = "Can opened software be refunded?"
+    context = [_passage("r#0", 0.9, "Items are refundable within 30 days. Opened software is "
+                                    "not refundable."),
+               _passage("s#0", 0.8, "Shipping is free on orders over $50.")]
+    second = ScriptedReader("second", lambda ids: "Yes")
+    readers = _readers_say("Yes")
+    result = Consensus(readers, second_reader=second).decide(question, context)
+    assert (result.answer, result.support, result.refused) == ("No", ["r#0"], False)
+    assert result.reason.startswith("decided by the context: 'No' by r#0")
+    assert "'Yes' is in no passage" in result.reason
+    assert result.rounds[0].winner == "No" and len(result.rounds) == 1
+    assert second.calls == 0 and not result.escalated
+    # a reader that words it as a statement no passage states is overruled the same way
+    worded = Consensus(_readers_say("Opened software can be refunded")).decide(question,
+                                                                                context)
+    assert worded.answer == "No"
+
+
+def test_the_context_decides_only_a_yes_or_no_question_one_way_and_not_alone() -> None:
+    """Nothing is decided for a question that asks for something else, for an alternative
+    ("... or ..."), when the context decides both ways, when every reader declined, or when
+    the only deciding passage is one low-trust document."""
+    both = [_passage("r#0", 0.9, "Opened software is not refundable."),
+            _passage("x#0", 0.8, "Opened software is refundable within 10 days.")]
+    assert Consensus(_readers_say("Maybe")).decide("Can opened software be refunded?",
+                                                   both).refused
+    plain = [_passage("r#0", 0.9, "Opened software is not refundable in store.")]
+    wh = Consensus(_readers_say("Never")).decide("When can opened software be refunded?",
+                                                 plain)
+    assert wh.refused and "decided by the context" not in wh.reason
+    alternative = Consensus(_readers_say("Yes")).decide(
+        "Can opened software be refunded in store or online?", plain)
+    assert alternative.refused
+    declined = Consensus(_readers_say("I don't know")).decide(
+        "Can opened software be refunded?", plain)
+    assert declined.refused and "declined" in declined.reason
+    # a passage of the pool Ring 2 read, left out of the context, that decides the other way
+    pool = [*plain, _passage("y#0", 0.3, "Opened software is refundable by post.")]
+    unsettled = Consensus(_readers_say("Yes")).decide(
+        "Can opened software be refunded?", plain,
+        evidence=context_evidence("Can opened software be refunded?", pool))
+    assert unsettled.refused and "no context passage supports the answer 'Yes'" in (
+        unsettled.reason)
+    lone = [_passage("m#0", 0.9, "Opened software is refundable at any time.", "untrusted")]
+    alone = Consensus(_readers_say("No")).decide("Can opened software be refunded?", lone)
+    assert alone.refused and "single low-trust source" in alone.reason
 
 
 def test_polarity_of_a_statement_scores_a_bare_yes_or_no() -> None:

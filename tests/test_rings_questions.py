@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trishield.rings.patterns import detect_patterns
-from trishield.rings.questions import questions
+from trishield.rings.questions import asks_yes_or_no, questions
 from trishield.text import sentence_spans, sentences
 
 DOCUMENTATION = [
@@ -120,3 +120,17 @@ def test_sentence_spans_match_sentences() -> None:
     text = ' One. "Two" three! Four?\n\n- five\n# six  '
     assert [text[a:b] for a, b in sentence_spans(text)] == sentences(text)
     assert sentences(text) == ["One.", '"Two" three!', "Four?", "- five", "# six"]
+
+
+@pytest.mark.parametrize(("question", "polar"), [
+    ("Can opened software be refunded?", True),
+    ("Is wear and tear covered by the warranty?", True),
+    ("was the proposal accepted", True),
+    ("Doesn't the warranty cover it?", True),
+    ("When is a note from a doctor required for sick leave?", False),
+    ("Is the store open on Sunday or Monday?", False),
+    ("Paris is the capital of France?", False),
+    ("", False),
+])
+def test_asks_yes_or_no(question: str, polar: bool) -> None:
+    assert asks_yes_or_no(question) is polar

@@ -118,8 +118,14 @@ class PanelConsensus:
             return False, [*reasons, "gate mode 'never'"]
         flagged = [p.id for p in context if p.id in set(run.signals.flagged)]
         if flagged:
-            return True, [*reasons, f"Ring 1 flagged {len(flagged)} context passage(s)"]
+            return False, [*reasons, f"Ring 1 flagged {len(flagged)} context passage(s): the "
+                           "panel reads if an answer rests on one"]
         return False, reasons or ["Rings 1-2 saw no risk: one model answers"]
+
+    def _suspects(self, run: Run) -> list[str]:
+        """The passages whose use as an answer's support makes the panel read: those Ring 1
+        flagged, in gate mode ``gated`` (``always`` asks the panel anyway, ``never`` never)."""
+        return run.signals.flagged if self.config.gate == "gated" else []
 
     def answer(self, run: Run, question: str, context: list[ContextPassage]) -> Outcome:
         evidence = run.evidence if isinstance(run.evidence, Evidence) else context_evidence(
@@ -134,7 +140,8 @@ class PanelConsensus:
         if contested:
             return self._by_source(run, question, evidence, sides, use_panel)
         result = self.consensus.decide(question, context, use_panel=use_panel,
-                                       evidence=evidence)
+                                       evidence=evidence, suspects=self._suspects(run))
+        convened(run, [result])
         if result.verdict is not None:
             record_verdict(run, evidence, result.verdict)
         return self._finish(run, result, context)
@@ -151,7 +158,9 @@ class PanelConsensus:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
             passages = [evidence_passage(evidence.items[i]) for i in members[:5]]
             heard = self.consensus.decide(question, passages, use_panel=use_panel,
-                                          evidence=evidence)
+                                          evidence=evidence,
+                                          suspects=self._suspects(run))
+            convened(run, [heard])
             rounds += heard.rounds
             escalated = escalated or heard.escalated
             if heard.refused or heard.answer is None:
@@ -201,6 +210,15 @@ class PanelConsensus:
             run.calls.extend(vote_call(vote) for vote in round_.votes)
         citations = sorted({p.doc_id for p in context if p.id in set(result.support)})
         return Outcome(result.answer, result.refused, result.reason, citations)
+
+
+def convened(run: Run, results: Sequence[ConsensusResult]) -> None:
+    """The gate's trace, when an answer that rested on a passage Ring 1 flagged made the
+    rest of the panel read: the panel did vote, and the reason says on what."""
+    why = [r.convened for r in results if r.convened]
+    if why and run.trace.gate is not None:
+        run.trace.gate = GateTrace(mode=run.trace.gate.mode, use_panel=True,
+                                   reasons=[*run.trace.gate.reasons, *why])
 
 
 def outweighed_by_silence(claim: ClaimSide, silent: Sequence[Source]) -> Source | None:

@@ -21,7 +21,7 @@ a misread answer but never brings in an answer the context does not state.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, get_args
 
@@ -41,6 +41,7 @@ from trishield.answers import (
 from trishield.llm.base import Reader, ReaderAnswer
 from trishield.rings.config_types import CONFIG, GateMode, TierTuple, Unit
 from trishield.rings.evidence import Evidence, Item, Verdict
+from trishield.rings.questions import asks_yes_or_no
 from trishield.stages import ContextPassage
 
 GATE_MODES: tuple[str, ...] = get_args(GateMode)
@@ -125,6 +126,12 @@ class ConsensusResult:
     disputed: bool = False
     """Refused because the panel read one source two ways without a majority (not in the
     trace's dictionary: the reason says it)."""
+    convened: str | None = None
+    """Why the rest of the panel was asked after the first member (its answer rested on a
+    passage Ring 1 flagged), or None."""
+    unstated: bool = False
+    """Refused because the round left no stated claim: every answer is in no passage, or
+    every member declined (not in the trace's dictionary: the reason says it)."""
     verdict: Verdict | None = None
     """When the panel's answers made several stated claims: how their evidence was weighed
     (the trace's evidence section shows it)."""
@@ -262,9 +269,11 @@ class Consensus:
         self.second_reader = second_reader
 
     def _round(self, question: str, passages: Sequence[ContextPassage],
-               members: Sequence[Reader]) -> Round:
-        votes = []
-        for member in members:
+               members: Sequence[Reader], heard: Sequence[Vote] = ()) -> Round:
+        """One round: every member's vote on ``passages``; ``heard`` are votes the first
+        members already cast on the same passages (not asked again)."""
+        votes = list(heard)
+        for member in members[len(heard):]:
             reply = member.answer(question, presented_to(member, passages))
             votes.append(Vote.of(member, reply))
         groups = group_answers(votes, question)
@@ -276,11 +285,17 @@ class Consensus:
                      sorted((v.answer for v in largest), key=len))
 
     def decide(self, question: str, passages: Sequence[ContextPassage], *,
-               use_panel: bool = True, evidence: Evidence | None = None) -> ConsensusResult:
+               use_panel: bool = True, evidence: Evidence | None = None,
+               suspects: Collection[str] = ()) -> ConsensusResult:
         """Ask (once, or twice with the least-trusted third dropped when the first round gives
         no answer), then settle the stated claims on their evidence. ``evidence`` is the pool
         Ring 2 read (it knows writers' records and near-duplicates); without it the context
-        alone is the evidence."""
+        alone is the evidence.
+
+        ``suspects``: passages Ring 1 flagged. Without ``use_panel`` the first member answers
+        alone, and the rest of the panel reads the same context only when that answer rests
+        on a suspect (its supporting passages include one): Ring 1's doubt about a passage
+        matters when the answer depends on it (docs/design.md, "Gate")."""
         if not passages:
             return ConsensusResult(None, True, "insufficient evidence: no passage survived the "
                                    "defense to answer from")
@@ -289,8 +304,16 @@ class Consensus:
         current = list(passages)
         rounds = [self._round(question, current, members)]
         result = self._settle(question, rounds, current, evidence, members)
+        convened = None
+        doubted = [i for i in result.support if i in set(suspects)]
+        if not use_panel and doubted and len(self.panel) > 1:
+            members, use_panel = self.panel, True
+            rounds = [self._round(question, current, members, heard=rounds[0].votes)]
+            result = self._settle(question, rounds, current, evidence, members)
+            convened = (f"the first answer rests on {', '.join(doubted)}, which Ring 1 "
+                        "flagged: the panel reads")
         escalated = False
-        why = self._second_reader_needed(result, rounds[-1], current, question)
+        why = self._second_reader_needed(result)
         if why is not None:
             second = self.second_reader
             assert second is not None  # no reason to ask without one
@@ -309,10 +332,10 @@ class Consensus:
             result = self._settle(question, rounds, current, evidence, members)
             if result.refused and "after dropping" not in result.reason:
                 result.reason += " (also after dropping the least-trusted third)"
-        return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated)
+        return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated,
+                       convened=convened)
 
-    def _second_reader_needed(self, result: ConsensusResult, round_: Round,
-                              passages: Sequence[ContextPassage], question: str) -> str | None:
+    def _second_reader_needed(self, result: ConsensusResult) -> str | None:
         """Why the second reader is asked, or None: there is one, the round refused, and either
         it left no stated claim (every answer is in no passage, or every member declined) or
         the panel read one source two ways without a majority. A conflict between sources is
@@ -321,7 +344,7 @@ class Consensus:
             return None
         if result.disputed:
             return "the panel read one source two ways"
-        if not stated_claims(round_, passages, question):
+        if result.unstated:
             return "the first answer was in no passage"
         return None
 
@@ -330,20 +353,8 @@ class Consensus:
         final = rounds[-1]
         claims = stated_claims(final, passages, question)
         if not claims:
-            if all(v.refused for v in final.votes):
-                reason = ("the context does not contain the answer (every member declined)"
-                          if len(members) > 1 else
-                          f"{members[0].name} declined: the context does not hold the answer")
-                return ConsensusResult(None, True, reason, rounds)
-            given = "', '".join(dict.fromkeys(v.answer for v in final.votes if not v.refused))
-            if not self.config.require_support:
-                winner = final.agreed_answers[0] if final.agreed_answers else None
-                if winner is not None and final.agreement >= self.config.tau:
-                    final.winner = winner
-                    return ConsensusResult(winner, False, "agreed (support not required)",
-                                           rounds)
-            return ConsensusResult(None, True, f"insufficient evidence: no context passage "
-                                   f"supports the answer '{given}'", rounds)
+            unsettled = self._unstated(question, rounds, passages, evidence, members)
+            return replace(unsettled, unstated=unsettled.refused)
         chosen, verdict, disputed = self._weigh(claims, evidence, len(members))
         if chosen is None:
             return ConsensusResult(None, True, verdict.reason if verdict else "", rounds,
@@ -351,6 +362,63 @@ class Consensus:
         final.winner = chosen.answer
         reason = ("agreed" if verdict is None else f"weighed: {verdict.reason}")
         return self._given(chosen.answer, chosen.support, rounds, reason, verdict)
+
+    def _unstated(self, question: str, rounds: list[Round], passages: Sequence[ContextPassage],
+                  evidence: Evidence, members: Sequence[Reader]) -> ConsensusResult:
+        """A round whose answers no passage states: a refusal with the reason, unless the
+        context decides a yes/no question (:meth:`_decided_by_context`) or support is not
+        required and the panel agrees."""
+        final = rounds[-1]
+        if all(v.refused for v in final.votes):
+            reason = ("the context does not contain the answer (every member declined)"
+                      if len(members) > 1 else
+                      f"{members[0].name} declined: the context does not hold the answer")
+            return ConsensusResult(None, True, reason, rounds)
+        given = "', '".join(dict.fromkeys(v.answer for v in final.votes if not v.refused))
+        decided = self._decided_by_context(question, passages, evidence, rounds, given)
+        if decided is not None:
+            return decided
+        if not self.config.require_support:
+            winner = final.agreed_answers[0] if final.agreed_answers else None
+            if winner is not None and final.agreement >= self.config.tau:
+                final.winner = winner
+                return ConsensusResult(winner, False, "agreed (support not required)",
+                                       rounds)
+        return ConsensusResult(None, True, f"insufficient evidence: no context passage "
+                               f"supports the answer '{given}'", rounds)
+
+    def _decided_by_context(self, question: str, passages: Sequence[ContextPassage],
+                            evidence: Evidence, rounds: list[Round],
+                            given: str) -> ConsensusResult | None:
+        """A yes/no question the readers answered with nothing a passage states, when the
+        context decides it one way only: a sentence holds every content term of the question
+        and is negated exactly for "no" (:func:`trishield.answers.decides`), and no passage of
+        the evidence (the whole pool Ring 2 read, or the first context: not only what is left
+        after dropping the least trusted) decides it the other way. Then that polarity is the
+        answer, from those passages.
+
+        Why: a bare yes/no is a reading of one sentence, and the panel's small models misread
+        negation ("Opened software is not refundable" read as "Yes" by every member and by
+        the second reader on the safety suite). The deciding sentence is the evidence itself;
+        an answer no passage states was already worth nothing. Context that decides both
+        ways is left to the readers (a conflict is not settled by this rule), and the answer
+        still passes :meth:`_given` (one low-trust document decides nothing)."""
+        if not asks_yes_or_no(question):
+            return None
+        decided = {answer: supporting_passages(answer, passages, question)
+                   for answer in ("Yes", "No")}
+        stated = [answer for answer, support in decided.items() if support]
+        if len(stated) != 1:
+            return None
+        answer = stated[0]
+        other = "No" if answer == "Yes" else "Yes"
+        if any(decides(other, item.text, question) for item in evidence.items):
+            return None
+        rounds[-1].winner = answer
+        sources = ", ".join(p.id for p in decided[answer])
+        return self._given(answer, decided[answer], rounds,
+                           f"decided by the context: '{answer}' by {sources}, and no passage "
+                           f"read the other way; the readers' answer '{given}' is in no passage")
 
     def _given(self, answer: str, support: Sequence[ContextPassage], rounds: list[Round],
                reason: str, verdict: Verdict | None = None) -> ConsensusResult:

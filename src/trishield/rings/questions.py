@@ -193,3 +193,14 @@ def questions(text: str) -> list[Question]:
         cue = (start + spans[0][1], start + spans[cue_words - 1][2])
         found.append(Question(number, start, end, *cue))
     return found
+
+
+def asks_yes_or_no(question: str) -> bool:
+    """Whether ``question`` is a yes/no question: it opens with an auxiliary or modal ("Can
+    opened software be refunded?", "Is wear and tear covered ...") and offers no alternatives
+    ("Is the store open on Sunday or Monday?" asks which, so it has no "or").
+
+    Ring 3 uses it to let the context decide a yes/no question its readers misread: only a
+    question that asks for a polarity can be answered by one."""
+    tokens = re.findall(r"[\w']+", question.lower())
+    return bool(tokens) and tokens[0] in AUXILIARIES and "or" not in tokens
