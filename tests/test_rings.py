@@ -469,7 +469,7 @@ def test_the_context_decides_a_yes_or_no_its_readers_misread() -> None:
 def test_the_context_decides_only_a_yes_or_no_question_one_way_and_not_alone() -> None:
     """Nothing is decided for a question that asks for something else, for an alternative
     ("... or ..."), when the context decides both ways, when every reader declined, or when
-    the only deciding passage is one low-trust document."""
+    only low-trust passages decide it (one document or several)."""
     both = [_passage("r#0", 0.9, "Opened software is not refundable."),
             _passage("x#0", 0.8, "Opened software is refundable within 10 days.")]
     assert Consensus(_readers_say("Maybe")).decide("Can opened software be refunded?",
@@ -491,9 +491,13 @@ def test_the_context_decides_only_a_yes_or_no_question_one_way_and_not_alone() -
         evidence=context_evidence("Can opened software be refunded?", pool))
     assert unsettled.refused and "no context passage supports the answer 'Yes'" in (
         unsettled.reason)
-    lone = [_passage("m#0", 0.9, "Opened software is refundable at any time.", "untrusted")]
-    alone = Consensus(_readers_say("No")).decide("Can opened software be refunded?", lone)
-    assert alone.refused and "single low-trust source" in alone.reason
+    untrusted = [_passage("m#0", 0.9, "Opened software is refundable at any time.",
+                          "untrusted"),
+                 _passage("n#0", 0.8, "Opened software is refundable, always.", "untrusted")]
+    for context in (untrusted[:1], untrusted):  # one untrusted document, or several
+        alone = Consensus(_readers_say("No")).decide("Can opened software be refunded?",
+                                                     context)
+        assert alone.refused and "decided by the context" not in alone.reason
 
 
 def test_polarity_of_a_statement_scores_a_bare_yes_or_no() -> None:

@@ -305,7 +305,8 @@ class Consensus:
         rounds = [self._round(question, current, members)]
         result = self._settle(question, rounds, current, evidence, members)
         convened = None
-        doubted = [i for i in result.support if i in set(suspects)]
+        suspected = set(suspects)
+        doubted = [i for i in result.support if i in suspected]
         if not use_panel and doubted and len(self.panel) > 1:
             members, use_panel = self.panel, True
             rounds = [self._round(question, current, members, heard=rounds[0].votes)]
@@ -401,11 +402,14 @@ class Consensus:
         negation ("Opened software is not refundable" read as "Yes" by every member and by
         the second reader on the safety suite). The deciding sentence is the evidence itself;
         an answer no passage states was already worth nothing. Context that decides both
-        ways is left to the readers (a conflict is not settled by this rule), and the answer
-        still passes :meth:`_given` (one low-trust document decides nothing)."""
+        ways is left to the readers (a conflict is not settled by this rule). Only passages
+        outside the low-trust tiers decide: no reader stated this answer, so the context's
+        own reading must not rest on a writer TriShield already distrusts (several untrusted
+        documents would pass the single-low-trust-source check of :meth:`_given`)."""
         if not asks_yes_or_no(question):
             return None
-        decided = {answer: supporting_passages(answer, passages, question)
+        trusted_enough = [p for p in passages if p.tier not in self.config.low_trust_tiers]
+        decided = {answer: supporting_passages(answer, trusted_enough, question)
                    for answer in ("Yes", "No")}
         stated = [answer for answer, support in decided.items() if support]
         if len(stated) != 1:
