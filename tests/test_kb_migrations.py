@@ -137,6 +137,49 @@ def test_concurrent_opens_migrate_once(tmp_path: Path) -> None:
             store.close()
 
 
+def test_open_waits_for_the_write_ahead_log_switch_sqlite_refuses_at_once(
+        tmp_path: Path) -> None:
+    """A fresh database held by another writer: SQLite refuses the switch to WAL at once
+    (no busy handler), so the open must wait on its own and succeed once the lock goes."""
+    import threading
+    import time
+
+    path = tmp_path / "kb.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other_writer (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    started = time.monotonic()
+    try:
+        store = Store(path)
+    finally:
+        release.join()
+        holder.close()
+    try:
+        assert time.monotonic() - started >= 0.25
+        mode = store.connection.execute("PRAGMA journal_mode").fetchone()[0]
+        assert mode == "wal" and list(store.migrations()) == NAMES
+    finally:
+        store.close()
+
+
+def test_open_gives_up_with_a_busy_error_when_the_lock_outlasts_the_timeout(
+        tmp_path: Path) -> None:
+    from trishield.errors import BusyError
+
+    path = tmp_path / "kb.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE other_writer (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(BusyError, match=r"holds the SQLite lock .*waited 0.2 s"):
+            Store(path, busy_timeout=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
 def test_0005_binds_old_documents_to_their_keys_and_frees_released_ids(tmp_path: Path) -> None:
     directory = _original_kb(tmp_path / "old-kb")
     with sqlite3.connect(directory / "kb.sqlite") as connection:

@@ -81,13 +81,14 @@ class Store:
                  busy_timeout: float = BUSY_TIMEOUT_S):
         self.path = path
         self.read_only = read_only
+        self.busy_timeout = busy_timeout
         self.connection = (_open_read_only(path, busy_timeout) if read_only else
                            sqlite3.connect(path, isolation_level=None, timeout=busy_timeout,
                                            check_same_thread=False))
         try:
-            with storage_errors(f"opening {path}"):
+            with storage_errors(f"opening {path}", waited=busy_timeout):
                 if not read_only:
-                    self.connection.execute("PRAGMA journal_mode=WAL")
+                    _enter_wal(self.connection, busy_timeout)
                     self.connection.execute("PRAGMA synchronous=FULL")
                 self.connection.execute("PRAGMA foreign_keys=ON")
                 lexical_index.register_analyzer(self.connection)
@@ -130,7 +131,7 @@ class Store:
         """
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is opened read-only; writes are refused")
-        with storage_errors(f"writing {self.path}"):
+        with storage_errors(f"writing {self.path}", waited=self.busy_timeout):
             self.connection.execute("BEGIN IMMEDIATE")
             try:
                 yield self.connection
@@ -719,6 +720,30 @@ def _open_read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
     return connection
 
 
+def _enter_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
+    """Put the database in write-ahead-log mode, waiting up to ``busy_timeout`` for it.
+
+    Why a loop of our own: switching a fresh (rollback-journal) database to WAL needs an
+    exclusive lock, and when several connections open it at once SQLite answers the loser
+    "database is locked" at once instead of calling the busy handler (it would deadlock
+    otherwise: each holds the shared lock the other waits on). Retrying after the winner's
+    switch finds the database in WAL already, a no-op. A database already in WAL mode
+    returns at the first try."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.005
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as error:
+            if not any(text in str(error).lower() for text in _BUSY):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
 _FULL = ("database or disk is full", "disk is full")
 _BUSY = ("database is locked", "database is busy", "database table is locked")
 _READ_ONLY = ("attempt to write a readonly database", "readonly database",
@@ -726,7 +751,7 @@ _READ_ONLY = ("attempt to write a readonly database", "readonly database",
 
 
 @contextmanager
-def storage_errors(what: str) -> Iterator[None]:
+def storage_errors(what: str, *, waited: float = BUSY_TIMEOUT_S) -> Iterator[None]:
     """SQLite's storage failures as TriShield errors that say what happened, never a raw
     ``OperationalError``: a full disk (:class:`StorageFullError`, nothing written), another
     process's lock outlasting the busy timeout (:class:`BusyError`), a database that cannot
@@ -739,7 +764,7 @@ def storage_errors(what: str) -> Iterator[None]:
             raise StorageFullError(f"{what}: the disk is full; nothing was written") from None
         if any(text in message for text in _BUSY):
             raise BusyError(f"{what}: another process holds the SQLite lock of the knowledge "
-                            f"base (waited {BUSY_TIMEOUT_S:.0f} s); nothing was written",
+                            f"base (waited {waited:g} s); nothing was written",
                             retry_after=5) from None
         if any(text in message for text in _READ_ONLY):
             raise ReadOnlyError(f"{what}: the database cannot be written ({error})") from None
