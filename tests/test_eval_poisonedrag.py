@@ -407,6 +407,30 @@ def test_scoring_counts_outcomes_and_detection_by_hand() -> None:
     assert 0.0 <= low <= result["asr"] <= high <= 1.0
 
 
+def test_scoring_sets_the_clean_answers_beside_the_attacked_ones() -> None:
+    """Accuracy and the wrong answer without poisons come from the same defense's
+    ``benign-targets`` answers to the same targets, counted by hand."""
+    order = [TARGETS[0], TARGETS[1], TARGETS[2]]
+    questions = target_questions(order, 3)
+    block = Block("published", "targets", Condition("published", "published"), ("ring1",), 3)
+    records = {("published", "ring1", t.id): _record(t.correct, retrieved=["c"], context=["c"])
+               for t in order}
+    records |= {
+        ("benign-targets", "ring1", order[0].id): _record(
+            f"It is {order[0].incorrect}.", retrieved=["c"], context=["c"]),
+        ("benign-targets", "ring1", order[1].id): _record(
+            order[1].correct, retrieved=["c"], context=["c"]),
+        ("benign-targets", "ring1", order[2].id): _record(None, retrieved=["c"], context=["c"]),
+        ("benign-targets", "none", order[2].id): _record(
+            order[2].incorrect, retrieved=["c"], context=["c"]),
+    }
+    result = score(block, questions, records)["ring1"]
+    assert result["asr"] == 0.0 and result["accuracy_under_attack"] == 1.0
+    assert result["clean_accuracy_targets"] == 3
+    assert result["clean_accuracy_same_targets"] == pytest.approx(1 / 3)
+    assert result["clean_wrong_same_targets"] == pytest.approx(1 / 3)
+
+
 def test_scoring_reports_missing_answers_as_incomplete() -> None:
     questions = target_questions([TARGETS[0], TARGETS[1]], 2)
     block = Block("published", "targets", Condition("published", "published"), ("none",), 2)
@@ -428,7 +452,8 @@ def test_markdown_headline_says_what_each_cell_stands_on() -> None:
                 "asr_ci95": [0.0, 1.0], "outcomes": {"blocked": 1, "succeeded": 1, "evaded": 0},
                 "accuracy_under_attack": 0.5, "accuracy_ci95": [0.15, 0.85],
                 "clean_accuracy_same_targets": 0.75, "clean_accuracy_ci95": [0.3, 0.95],
-                "applicable": asked, "refusals": 0, "cost": {"llm_calls_per_query": 1.0}}
+                "clean_wrong_same_targets": 0.25, "applicable": asked, "refusals": 0,
+                "cost": {"llm_calls_per_query": 1.0}}
 
     payload = {
         "scoring_version": "v", "configuration": {"kb_profile": "mini", "k": 5, "seed": 0},
@@ -453,7 +478,7 @@ def test_markdown_headline_says_what_each_cell_stands_on() -> None:
         sybil_part.split("## Benign")[0]
     assert "| benign-squad | none | 0.25 [0.05, 0.70] | 1/4 [0.05, 0.70] | 1.25 |" in text
     assert ("| published/sybil | none | 4/4 | 4 | 0.25 [0.00, 1.00] | 0.50 [0.15, 0.85] | "
-            "0.75 [0.30, 0.95] | 0 | 1.00 |") in text
+            "0.75 [0.30, 0.95] | 0.25 | 0 | 1.00 |") in text
     assert "| fraction-0.5/neutral | 0.00 [0.00, 1.00] |" in text
     assert markdown_table(["a|b"], [[None], [0.5]]) == "| a\\|b |\n|---|\n|  |\n| 0.500 |\n"
 

@@ -127,14 +127,18 @@ def render_markdown(payload: dict[str, Any]) -> str:
                          _with_ci(block, r, "accuracy_under_attack"),
                          "-" if clean is None else
                          f"{_two(clean)}{_ci(r, 'clean_accuracy_ci95')}",
+                         _two(r.get("clean_wrong_same_targets")),
                          r["refusals"], _two(r["cost"]["llm_calls_per_query"])])
     if rows:
         parts += ["## Accuracy under attack beside clean accuracy on the same targets\n",
                   "Clean accuracy: the same defense's answers to the same target questions "
-                  "with no poison in the KB (block `benign-targets`).\n",
+                  "with no poison in the KB (block `benign-targets`). Wrong without poisons: "
+                  "how often those clean answers already hold the target's wrong answer, "
+                  "the floor under the ASR (no attack needed).\n",
                   rep.markdown_table(["block", "defense", "answered", "applicable", "ASR",
                                       "accuracy under attack", "clean accuracy",
-                                      "refusals", "LLM calls per query"], rows)]
+                                      "wrong without poisons", "refusals",
+                                      "LLM calls per query"], rows)]
     if others:
         shown = [d for d in defenses if any(d in results[b["name"]] for b in others)]
         parts += ["## Provenance, poison-fraction sweep and forged tags: answer-level ASR\n",
@@ -180,14 +184,16 @@ def render_html(payload: dict[str, Any]) -> str:
                            r["outcomes"]["blocked"], r["outcomes"]["succeeded"],
                            r["outcomes"]["evaded"], r["accuracy_under_attack"],
                            r["accuracy_ci95"], r.get("clean_accuracy_same_targets"),
-                           r.get("clean_accuracy_ci95"), r["refusals"],
+                           r.get("clean_accuracy_ci95"), r.get("clean_wrong_same_targets"),
+                           r["refusals"],
                            r["cost"]["llm_calls_per_query"]])
     sections.append(("Attacked blocks (evaded = a poison reached the context but not the "
                      "answer: exposure, never a defense success)", rep.table(
         ["block", "defense", "answered", "applicable", "ASR", "ASR 95% CI",
          "ASR held-out half", "retrieval ASR", "poison in context", "poisons in top-k",
          "blocked", "succeeded", "evaded", "accuracy under attack", "accuracy 95% CI",
-         "clean accuracy (same targets)", "clean 95% CI", "refusals", "LLM calls/query"],
+         "clean accuracy (same targets)", "clean 95% CI", "wrong without poisons",
+         "refusals", "LLM calls/query"],
         detail)))
     benign_rows = [[b["name"], d, f"{r['answered']}/{r['asked']}", r["accuracy"],
                     r["accuracy_ci95"], r["em"], r["f1"], r["f1_sentence"],
