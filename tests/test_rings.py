@@ -522,6 +522,22 @@ def test_a_citation_mark_does_not_glue_to_the_word_before_it() -> None:
                                "who was a regular")
 
 
+def test_a_range_written_with_an_en_dash_states_the_same_range_with_a_hyphen() -> None:
+    """The reader writes "1951-52", the passage "1951\u201352" (NQ-open): one answer. An em
+    dash separates words, so the term after it is still a term of the passage."""
+    from trishield.rings.consensus import supporting_passages
+    from trishield.stages import ContextPassage
+
+    question = "when were the first general elections held in independent india"
+    passage = ContextPassage("p#0", "p", "neutral", 1.0,
+                             "The Indian general election of 1951\u201352 elected the first "
+                             "Lok Sabha\u2014the lower house of Parliament.")
+    assert supporting_passages("1951-52", [passage], question)
+    assert supporting_passages("1951\u201452", [passage], question) == []
+    assert supporting_passages("the lower house", [passage], "what did it elect")
+    assert not supporting_passages("1953-54", [passage], question)
+
+
 def test_the_second_reader_recovers_an_answer_the_first_misread() -> None:
     """One model answers with words no passage holds: the second reader is asked once, on
     the same context, and its answer is given because a passage states it."""
