@@ -595,3 +595,23 @@ def test_the_second_reader_settles_a_reading_dispute_over_one_source() -> None:
         "who recorded the song", context)
     assert (result.answer, result.escalated, second.calls) == ("Bo Diaz", True, 1)
     assert "read one source two ways" in result.reason
+
+
+def test_an_answer_that_picks_an_offered_alternative_is_stated_where_a_sentence_says_it() -> None:
+    """"North Goa" to "baga beach is in north or south goa" adds no word to the question, but
+    it picks one of the offers: a sentence that says it supports it. An answer that names no
+    offer still echoes the question, and an offer a passage never says is not stated."""
+    from trishield.answers import offered_terms
+    from trishield.rings.consensus import supporting_passages
+    from trishield.stages import ContextPassage
+
+    question = "baga beach is in north or south goa"
+    passage = ContextPassage("p#0", "p", "neutral", 1.0,
+                             "Baga Beach is a popular tourist destination in North Goa. "
+                             "The south of the state has quieter beaches.")
+    assert offered_terms("North Goa", question) == ["north", "goa"]
+    assert supporting_passages("North Goa", [passage], question) == [passage]
+    assert supporting_passages("South Goa", [passage], question) == []  # never in one sentence
+    assert offered_terms("Baga Beach", question) == []
+    assert supporting_passages("Baga Beach", [passage], question) == []
+    assert supporting_passages("Baga Beach", [passage], "where is baga beach") == []

@@ -200,6 +200,39 @@ def decides(answer: str, text: str, question: str) -> bool:
     return False
 
 
+ALTERNATIVE_WINDOW = 2
+"""How many content terms on each side of a question's "or" name the alternatives it offers."""
+
+
+def offered_terms(answer: str, question: str) -> list[str]:
+    """The answer's terms among the alternatives ``question`` offers: the content terms within
+    :data:`ALTERNATIVE_WINDOW` of its "or" ("north", "goa" for "North Goa" to "baga beach is
+    in north or south goa"). Empty when the question offers none, or when the answer names
+    neither term next to the "or" ("Baga Beach" picks no offer: it only echoes the question).
+
+    Why: an answer to such a question picks one of the offers in the question's own words,
+    so :func:`own_terms` finds nothing it adds and the answer read as an echo of the question
+    (2 of 100 benign NQ questions refused on the wiki5k benchmark)."""
+    tokens = answer_tokens(canonical_numbers(_unbracketed(question)))
+    if "or" not in tokens:
+        return []
+    at = tokens.index("or")
+    before = [_term(t) for t in tokens[:at] if t not in STOPWORDS][-ALTERNATIVE_WINDOW:]
+    after = [_term(t) for t in tokens[at + 1:] if t not in STOPWORDS][:ALTERNATIVE_WINDOW]
+    named = [t for t in _terms(answer) if t in set(before) | set(after) and t not in STOPWORDS]
+    nearest = set(before[-1:] + after[:1])  # what tells the offers apart: "north", "south"
+    return named if nearest & set(named) else []
+
+
+def names_an_offer(text: str, terms: list[str]) -> bool:
+    """Whether one sentence of ``text`` holds every one of ``terms``: an offered alternative is
+    stated where it is said, not where a passage about both offers mentions each somewhere."""
+    wanted = set(terms)
+    return bool(wanted) and any(
+        wanted <= {_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(sentence)))}
+        for sentence in sentences(text))
+
+
 def _statement_polarity(statement: str, question: str) -> bool | None:
     """Whether a statement answers a yes/no question positively: None when it is not about
     the question (shares fewer than half of the question's content terms)."""

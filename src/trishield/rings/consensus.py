@@ -33,7 +33,9 @@ from trishield.answers import (
     decides,
     is_bare_polar,
     is_refusal,
+    names_an_offer,
     normalize_answer,
+    offered_terms,
     own_terms,
     polarity,
     same_answer,
@@ -185,7 +187,10 @@ def supporting_passages(answer: str, passages: Sequence[ContextPassage],
     if is_bare_polar(answer):
         return [p for p in passages if decides(answer, p.text, question)]
     core = set(own_terms(answer, question))  # an echo of the question states nothing
-    return [p for p in passages if core and core <= set(answer_core(p.text))]
+    if not core:  # unless the question offers alternatives and the answer picks one
+        offered = offered_terms(answer, question)
+        return [p for p in passages if names_an_offer(p.text, offered)]
+    return [p for p in passages if core <= set(answer_core(p.text))]
 
 
 def drop_least_trusted(passages: Sequence[ContextPassage],
