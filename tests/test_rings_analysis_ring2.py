@@ -144,3 +144,21 @@ def test_a_malformed_stored_reading_is_refused() -> None:
     with pytest.raises(ValueError, match="holds a separator"):
         analysis._encode_ring2(analysis.Ring2Reading(
             claims.StoredReading("a\x1fb", (), ()), ()))
+
+
+def test_a_stored_claim_decodes_only_the_span_kinds_its_question_asks_for() -> None:
+    """Each kind's spans are stored apart, so a question that asks for a name never decodes a
+    sentence's dates or numbers (here unreadable: the name question still reads the names)."""
+    text = "The Halden Bridge opened in 1912. It was designed by the engineer Ada Lindqvist."
+    reading = claims.StoredReading.of(text)
+    assert all(spans.count(claims.KIND_SEPARATOR) == len(SPAN_KINDS) - 1
+               for spans in reading.sentence_spans if spans)
+    broken = reading._replace(sentence_spans=tuple(
+        claims.KIND_SEPARATOR.join(["{not json", "{not json",
+                                    spans.split(claims.KIND_SEPARATOR)[2]]) if spans else spans
+        for spans in reading.sentence_spans))
+    who = read_question("Who designed the Halden Bridge?")
+    assert claim_of(who, text, broken) == claim_of(who, text, reading) == claim_of(who, text)
+    assert "Ada Lindqvist" in [span.text for span in claim_of(who, text, reading).spans]
+    with pytest.raises(ValueError):
+        claim_of(read_question("When did the Halden Bridge open?"), text, broken)

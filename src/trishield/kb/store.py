@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -65,8 +66,10 @@ class StoredChunk:
     and 2 read every candidate's embedding, and a second query for them cost more than the
     row read itself (``None`` when the row was read without it: the KB reads it then)."""
 
-    @property
+    @cached_property
     def chunk_id(self) -> str:
+        """``doc_id#chunk_index``, formatted on first read: the rings read a candidate's id
+        about a dozen times per question (cached in the instance, which stays frozen)."""
         return f"{self.doc_id}#{self.chunk_index}"
 
 

@@ -41,7 +41,7 @@ from trishield.rings.patterns import TextSignals, text_signals
 from trishield.rings.perplexity import perplexity_score
 from trishield.rings.tamper import Token, tokens
 
-FORMAT = 3
+FORMAT = 4
 """The stored layout below; part of the version."""
 _ANALYSED_BY = ("trishield.rings.analysis", "trishield.rings.claims",
                 "trishield.rings.conflicts", "trishield.answers", "trishield.rings.patterns",

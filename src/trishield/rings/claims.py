@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
@@ -100,6 +100,13 @@ class Asked:
     """:func:`answer_type`: which spans answer it."""
     words: frozenset[str]
     """Every stemmed word of the question: a span made only of these merely echoes it."""
+    needles: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """Each of :attr:`terms` between single spaces, to count how many a stored term set
+    (terms joined by spaces) holds by substring tests: exact, since a term holds no space,
+    and cheaper than splitting the set (:func:`claim_of`)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "needles", tuple(f" {term} " for term in sorted(self.terms)))
 
 
 def read_question(question: str) -> Asked:
@@ -280,6 +287,9 @@ def passage_claim(question: str, text: str) -> PassageClaim:
 SPAN_KINDS: tuple[str, ...] = ("date", "number", "name")
 """Every span kind, in the order a stored reading lists a sentence's spans."""
 _KIND_INDEX = {kind: index for index, kind in enumerate(SPAN_KINDS)}
+KIND_SEPARATOR = "\x1e"
+"""Separates a stored sentence's span lists of each kind: compact JSON escapes every
+control character, so none of them holds it."""
 
 
 class StoredReading(NamedTuple):
@@ -287,9 +297,11 @@ class StoredReading(NamedTuple):
     (:mod:`trishield.rings.analysis`), in a form whose decoding allocates almost nothing but
     strings: the passage's terms, then per sentence its terms and its spans. A term set is
     its terms joined by spaces (a term holds no whitespace); a sentence's spans are one JSON
-    text, ``[dates, numbers, names]`` (:data:`SPAN_KINDS` order), each span a
-    :class:`Found`'s six fields with its two term sets joined likewise, or ``""`` when it
-    has none. Only a sentence that shares a question term has its spans decoded.
+    list per kind (:data:`SPAN_KINDS` order: dates, numbers, names; ``""`` for a kind it has
+    none of) joined by :data:`KIND_SEPARATOR`, each span a :class:`Found`'s six fields with
+    its two term sets joined likewise, or ``""`` when it has none at all. Only a sentence
+    that shares a question term has its spans decoded, and only of the kinds that answer the
+    question (decoding every kind was most of reading a stored claim).
 
     Why strings: decoding nested JSON lists for every candidate of every question was as
     slow as reading the text again, most of it in the garbage collector (every list is a
@@ -306,10 +318,11 @@ class StoredReading(NamedTuple):
         spans = []
         for sentence in reading.sentences:
             kinds = [spans_in(sentence.text, kind) for kind in SPAN_KINDS]
-            spans.append("" if not any(kinds) else json.dumps(
-                [[[f.start, f.end, f.text, f.key, _joined(f.key_stems), _joined(f.window)]
-                  for f in found] for found in kinds], ensure_ascii=False,
-                separators=(",", ":")))
+            spans.append("" if not any(kinds) else KIND_SEPARATOR.join(
+                "" if not found else json.dumps(
+                    [[f.start, f.end, f.text, f.key, _joined(f.key_stems), _joined(f.window)]
+                     for f in found], ensure_ascii=False, separators=(",", ":"))
+                for found in kinds))
         return cls(_joined(reading.terms),
                    tuple(_joined(sentence.terms) for sentence in reading.sentences),
                    tuple(spans))
@@ -332,7 +345,8 @@ class StoredReading(NamedTuple):
         decodes only what its question needs)."""
         found = []
         for terms, spans in zip(self.sentence_terms, self.sentence_spans, strict=True):
-            kinds = json.loads(spans) if spans else [[], [], []]
+            kinds = ([json.loads(kind) if kind else [] for kind in spans.split(KIND_SEPARATOR)]
+                     if spans else [[] for _ in SPAN_KINDS])
             found.append((frozenset(terms.split()), tuple(
                 tuple(Found(f[0], f[1], f[2], f[3], frozenset(f[4].split()),
                             frozenset(f[5].split())) for f in kind) for kind in kinds)))
@@ -365,24 +379,37 @@ def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> Pa
     scored: list[tuple[int, int, str, Found]] = []
     if stored is None:
         reading = read_passage(text)
-        passage_terms: Collection[str] = reading.terms
         for sentence in reading.sentences:
             overlap = len(terms.intersection(sentence.terms))
             if overlap:
                 for kind in kinds:
                     _score(spans_in(sentence.text, kind), kind, overlap, asked, scored)
+        share = len(terms.intersection(reading.terms)) / len(terms) if terms else 0.0
     else:
-        passage_terms = stored.terms.split()
+        # a stored term set is its terms joined by single spaces: a term is one of them
+        # exactly when " term " is in " set " (counted so, not split into a set)
+        needles = asked.needles
         indexes = [(kind, _KIND_INDEX[kind]) for kind in kinds]
         for sentence_terms, spans in zip(stored.sentence_terms, stored.sentence_spans,
                                          strict=True):
             if spans:
-                overlap = len(terms.intersection(sentence_terms.split()))
+                padded = f" {sentence_terms} "
+                overlap = 0
+                for needle in needles:
+                    if needle in padded:
+                        overlap += 1
                 if overlap:
-                    decoded = json.loads(spans)
+                    by_kind = spans.split(KIND_SEPARATOR)
                     for kind, index in indexes:
-                        _score_stored(decoded[index], kind, overlap, asked, scored)
-    share = len(terms.intersection(passage_terms)) / len(terms) if terms else 0.0
+                        if by_kind[index]:
+                            _score_stored(json.loads(by_kind[index]), kind, overlap, asked,
+                                          scored)
+        padded = f" {stored.terms} "
+        held = 0
+        for needle in needles:
+            if needle in padded:
+                held += 1
+        share = held / len(terms) if terms else 0.0
     scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
     keys: set[str] = set()
@@ -411,11 +438,15 @@ def _score_stored(found_spans: Sequence[list], kind: str, overlap: int, asked: A
                   scored: list) -> None:
     """:func:`_score` over stored spans (``[start, end, text, key, stems, window]``, term
     sets joined by spaces)."""
-    terms, words = asked.terms, asked.words
+    needles, words = asked.needles, asked.words
     for found in found_spans:
         if found[3] and not words.issuperset(found[4].split()):
-            scored.append((-(overlap + 2 * len(terms.intersection(found[5].split()))),
-                           len(scored), kind, found))
+            window = f" {found[5]} "
+            near = 0
+            for needle in needles:
+                if needle in window:
+                    near += 1
+            scored.append((-(overlap + 2 * near), len(scored), kind, found))
 
 
 def states(answer: str, text: str, question: str = "") -> bool:
