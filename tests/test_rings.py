@@ -14,6 +14,8 @@ from trishield.answers import (
     is_bare_polar,
     is_refusal,
     normalize_answer,
+    offered_terms,
+    own_terms,
     polar_support,
     same_answer,
     token_f1,
@@ -615,3 +617,16 @@ def test_an_answer_that_picks_an_offered_alternative_is_stated_where_a_sentence_
     assert offered_terms("Baga Beach", question) == []
     assert supporting_passages("Baga Beach", [passage], question) == []
     assert supporting_passages("Baga Beach", [passage], "where is baga beach") == []
+
+
+def test_a_function_word_is_no_content_term_as_written_or_stemmed() -> None:
+    """"does", "because", "during" stem to words that are not stopwords ("doe", "becaus",
+    "dure"): they are still no term an answer adds, and a stemmed stopword ("others" ->
+    "other") is none either. So a passage need not repeat them to state the answer."""
+    assert own_terms("Because of the war, during 1812", "Why did it end?") == ["war", "1812"]
+    assert own_terms("It does, like the others", "Who?") == ["like"]
+    from trishield.rings.consensus import supporting_passages
+
+    passage = _passage("p#0", 1.0, "The war of 1812 ended it.")
+    assert supporting_passages("Because of the war of 1812", [passage], "Why did it end?")
+    assert offered_terms("The others", "is it these or the others") == []

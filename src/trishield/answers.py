@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from collections.abc import Iterable
 
 from trishield.text import STOPWORDS, sentences, stem
 
@@ -128,16 +129,29 @@ def answer_core(answer: str, question: str = "") -> list[str]:
     return own_terms(answer, question) or _terms(answer)
 
 
+def _tokens(text: str) -> list[str]:
+    return answer_tokens(canonical_numbers(_unbracketed(text)))
+
+
 def _terms(text: str) -> list[str]:
-    return [_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(text)))]
+    return [_term(t) for t in _tokens(text)]
+
+
+def _content(tokens: Iterable[str]) -> list[str]:
+    """The terms of ``tokens`` that are not stopwords, neither as written nor stemmed: the
+    one test of a content term for answers, questions and offered alternatives. Testing only
+    the stem kept "does", "because" and "during" (stems "doe", "becaus", "dure") as terms an
+    answer adds; testing only the word kept "others" (stem "other")."""
+    return [term for token in tokens
+            if token not in STOPWORDS and (term := _term(token)) not in STOPWORDS]
 
 
 def own_terms(answer: str, question: str = "") -> list[str]:
-    """The answer's terms that are not the question's and not stopwords: what it *adds*. An
-    answer without any ("Student discount" to "What discount do students get?") only echoes
-    the question and states nothing a passage could back."""
+    """The answer's content terms that are not the question's: what it *adds*. An answer
+    without any ("Student discount" to "What discount do students get?") only echoes the
+    question and states nothing a passage could back."""
     asked = set(_terms(question))
-    return [t for t in _terms(answer) if t not in asked and t not in STOPWORDS]
+    return [t for t in _content(_tokens(answer)) if t not in asked]
 
 
 MAX_CORE_TERMS = 12
@@ -189,7 +203,7 @@ def decides(answer: str, text: str, question: str) -> bool:
     does not cover", asked about water damage to a headlamp) decides nothing. Requiring every
     term, not half (:func:`polar_support`), is what keeps near-miss questions unanswered."""
     wanted = polarity(answer)
-    asked = {_term(t) for t in answer_tokens(question) if t not in STOPWORDS}
+    asked = set(_content(_tokens(question)))
     if wanted is None or not asked:
         return False
     for sentence in sentences(text):
@@ -213,13 +227,13 @@ def offered_terms(answer: str, question: str) -> list[str]:
     Why: an answer to such a question picks one of the offers in the question's own words,
     so :func:`own_terms` finds nothing it adds and the answer read as an echo of the question
     (2 of 100 benign NQ questions refused on the wiki5k benchmark)."""
-    tokens = answer_tokens(canonical_numbers(_unbracketed(question)))
+    tokens = _tokens(question)
     if "or" not in tokens:
         return []
     at = tokens.index("or")
-    before = [_term(t) for t in tokens[:at] if t not in STOPWORDS][-ALTERNATIVE_WINDOW:]
-    after = [_term(t) for t in tokens[at + 1:] if t not in STOPWORDS][:ALTERNATIVE_WINDOW]
-    named = [t for t in _terms(answer) if t in set(before) | set(after) and t not in STOPWORDS]
+    before = _content(tokens[:at])[-ALTERNATIVE_WINDOW:]
+    after = _content(tokens[at + 1:])[:ALTERNATIVE_WINDOW]
+    named = [t for t in _content(_tokens(answer)) if t in set(before) | set(after)]
     nearest = set(before[-1:] + after[:1])  # what tells the offers apart: "north", "south"
     return named if nearest & set(named) else []
 
@@ -228,17 +242,15 @@ def names_an_offer(text: str, terms: list[str]) -> bool:
     """Whether one sentence of ``text`` holds every one of ``terms``: an offered alternative is
     stated where it is said, not where a passage about both offers mentions each somewhere."""
     wanted = set(terms)
-    return bool(wanted) and any(
-        wanted <= {_term(t) for t in answer_tokens(canonical_numbers(_unbracketed(sentence)))}
-        for sentence in sentences(text))
+    return bool(wanted) and any(wanted <= set(_terms(sentence)) for sentence in sentences(text))
 
 
 def _statement_polarity(statement: str, question: str) -> bool | None:
     """Whether a statement answers a yes/no question positively: None when it is not about
     the question (shares fewer than half of the question's content terms)."""
     tokens = answer_tokens(statement)
-    asked = {stem(t) for t in answer_tokens(question)} - STOPWORDS
-    said = {stem(t) for t in tokens}
+    asked = set(_content(answer_tokens(question)))
+    said = {_term(t) for t in tokens}
     if not asked or len(asked & said) * 2 < len(asked):
         return None
     return not any(t in _NEGATIONS for t in tokens)
