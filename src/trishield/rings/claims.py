@@ -108,6 +108,16 @@ class Asked:
     def __post_init__(self) -> None:
         object.__setattr__(self, "needles", tuple(f" {term} " for term in sorted(self.terms)))
 
+    def held_by(self, joined_terms: str) -> int:
+        """How many of the question's terms a stored term set (terms joined by single spaces)
+        holds: ``len(terms & set(joined_terms.split()))`` without building the set."""
+        padded = f" {joined_terms} "
+        held = 0
+        for needle in self.needles:
+            if needle in padded:
+                held += 1
+        return held
+
 
 def read_question(question: str) -> Asked:
     """The question as :func:`claim_of` reads passages against it."""
@@ -386,30 +396,19 @@ def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> Pa
                     _score(spans_in(sentence.text, kind), kind, overlap, asked, scored)
         share = len(terms.intersection(reading.terms)) / len(terms) if terms else 0.0
     else:
-        # a stored term set is its terms joined by single spaces: a term is one of them
-        # exactly when " term " is in " set " (counted so, not split into a set)
-        needles = asked.needles
+        held_by = asked.held_by
         indexes = [(kind, _KIND_INDEX[kind]) for kind in kinds]
         for sentence_terms, spans in zip(stored.sentence_terms, stored.sentence_spans,
                                          strict=True):
             if spans:
-                padded = f" {sentence_terms} "
-                overlap = 0
-                for needle in needles:
-                    if needle in padded:
-                        overlap += 1
+                overlap = held_by(sentence_terms)
                 if overlap:
                     by_kind = spans.split(KIND_SEPARATOR)
                     for kind, index in indexes:
                         if by_kind[index]:
                             _score_stored(json.loads(by_kind[index]), kind, overlap, asked,
                                           scored)
-        padded = f" {stored.terms} "
-        held = 0
-        for needle in needles:
-            if needle in padded:
-                held += 1
-        share = held / len(terms) if terms else 0.0
+        share = held_by(stored.terms) / len(terms) if terms else 0.0
     scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
     keys: set[str] = set()
@@ -438,15 +437,10 @@ def _score_stored(found_spans: Sequence[list], kind: str, overlap: int, asked: A
                   scored: list) -> None:
     """:func:`_score` over stored spans (``[start, end, text, key, stems, window]``, term
     sets joined by spaces)."""
-    needles, words = asked.needles, asked.words
+    held_by, words = asked.held_by, asked.words
     for found in found_spans:
         if found[3] and not words.issuperset(found[4].split()):
-            window = f" {found[5]} "
-            near = 0
-            for needle in needles:
-                if needle in window:
-                    near += 1
-            scored.append((-(overlap + 2 * near), len(scored), kind, found))
+            scored.append((-(overlap + 2 * held_by(found[5])), len(scored), kind, found))
 
 
 def states(answer: str, text: str, question: str = "") -> bool:
