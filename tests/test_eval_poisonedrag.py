@@ -144,6 +144,22 @@ def test_diverse_falls_back_to_a_plain_claim_and_refuses_empty_fields() -> None:
         diverse_texts("", "yes", [], random.Random(0))
 
 
+def test_refute_poisons_name_the_right_answer_as_the_error_and_state_the_wrong_one() -> None:
+    family = get_family("refute")
+    for target in TARGETS:
+        docs = family.poisons(target, seed=0)
+        assert [d.text for d in docs] == [d.text for d in family.poisons(target, seed=0)]
+        assert len(docs) == 5 == len({d.text for d in docs})
+        for document in docs:
+            assert document.id.startswith(f"atk:refute:{target.id}:")
+            assert contains_answer(document.text, target.correct), (target.id, document.text)
+            assert contains_answer(document.text, target.incorrect), (target.id, document.text)
+    # the claim is a published sentence carrying the wrong answer, not the question
+    target = next(t for t in TARGETS if t.correct.lower() not in ("yes", "no"))
+    claim = family.poisons(target, seed=0)[0].text.split("misconception. ", 1)[1]
+    assert any(claim in text for text in target.adv_texts)
+
+
 def test_unknown_family_and_bad_condition_are_refused() -> None:
     with pytest.raises(InputError, match="unknown attack family"):
         get_family("nope")
@@ -209,7 +225,7 @@ def test_plan_covers_every_family_and_setting() -> None:
     blocks = full_plan()
     names = {b.name for b in blocks}
     assert {"published", "template", "question-moved", "claim-only", "gt-swap", "split-claim",
-            "single", "diverse", "published/untrusted", "mixed/forged",
+            "single", "diverse", "refute", "published/untrusted", "mixed/forged",
             "mixed/forged-unchecked", "benign-targets", "benign-squad", "benign-nq"} <= names
     assert {f"fraction-{p}/{s}" for p in (0.2, 0.4, 0.5, 0.6, 0.8)
             for s in ("neutral", "trusted-clean")} <= names

@@ -3,9 +3,9 @@
 The full matrix is sized for 2 CPU cores with the default local panel (about 8 s per
 Qwen2.5-0.5B answer over five Wikipedia passages): the published poisons on all 100 targets
 under the all-neutral and the sybil condition; every adaptive family (template,
-question-moved, claim-only, gt-swap, split-claim, single, diverse) under both conditions on a
-nested seeded subset of 50 targets (gt-swap on all 100, so every target it can attack is
-there) for the core defenses (``CORE_DEFENSES``: none, ring1, ring12, full-gated,
+question-moved, claim-only, gt-swap, split-claim, single, diverse, refute) under both
+conditions on a nested seeded subset of 50 targets (gt-swap on all 100, so every target it
+can attack is there) for the core defenses (``CORE_DEFENSES``: none, ring1, ring12, full-gated,
 ragdefender-pool20), every other selected defense on the first 10 of them; the
 untrusted-writer rows on 20, the poison-fraction sweep on 5 per fraction and provenance
 setting, the forged tags on 10, and benign accuracy on the 100 target questions without
@@ -29,7 +29,7 @@ from trishield.eval.poisonedrag.conditions import SWEEP_FRACTIONS, Condition
 from trishield.eval.poisonedrag.defenses import DEFENSES, PROVENANCE_AWARE, validate
 
 ADAPTIVE_FAMILIES = ("template", "question-moved", "claim-only", "gt-swap", "split-claim",
-                     "single", "diverse")
+                     "single", "diverse", "refute")
 ALL_TARGET_FAMILIES = ("gt-swap",)
 """Families that can attack only some targets: their blocks ask every target, so every
 applicable one is in the row (the others are listed as not applicable)."""
