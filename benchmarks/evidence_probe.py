@@ -10,6 +10,10 @@ the committed results come from ``trishield eval poisonedrag``.
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/evidence_probe.py --targets 20 \\
         --family claim-only --family gt-swap --writers attacker --writers sybil \\
         --defense none --defense full-gated --benign [--second-reader none]
+
+``--writers sleeper`` (five writers that first store ``--sleeper-documents`` benign
+paragraphs each, then write poison i of every target as writer i) measures the evidence
+design's track-record limit (docs/design.md, Known weaknesses).
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ def main() -> None:
                              "design was developed looking at the first 20)")
     parser.add_argument("--family", action="append", default=None)
     parser.add_argument("--writers", action="append", default=None,
-                        choices=("attacker", "sybil"))
+                        choices=("attacker", "sybil", "sleeper"),
+                        help="who writes the poisons (sleeper: five writers with a track "
+                             "record, see --sleeper-documents)")
+    parser.add_argument("--sleeper-documents", type=int, default=None,
+                        help="benign documents each sleeper stores first (default: "
+                             "knowledge_bases.SLEEPER_DOCUMENTS)")
     parser.add_argument("--defense", action="append", default=None)
     parser.add_argument("--panel", default="qwen2.5-0.5b,gemma3-270m,extractive")
     parser.add_argument("--second-reader", default="qwen2.5-1.5b",
@@ -44,6 +53,8 @@ def main() -> None:
         parser.error("--targets must be at least 1")
     if args.skip < 0:
         parser.error("--skip must not be negative")
+    if args.sleeper_documents is not None and args.sleeper_documents < 0:
+        parser.error("--sleeper-documents must not be negative")
     enforce_offline()
 
     from trishield.answers import contains_answer
@@ -106,8 +117,11 @@ def main() -> None:
         for family in families:
             for defense in defenses:
                 guarded = info(defense).uses_ring1_kb
+                sleepers = (kbs.SLEEPER_DOCUMENTS if args.sleeper_documents is None
+                            else args.sleeper_documents)
                 path = kbs.build_family(args.work_dir, base, family, chosen, 0,
-                                        guarded=guarded, writers=writers)
+                                        guarded=guarded, writers=writers,
+                                        sleeper_documents=sleepers)
                 with KnowledgeBase.open(path) as kb:
                     view = ConditionedKB(kb, Condition(family, family, "neutral",
                                                        writers=writers), provenance, k=5)

@@ -307,6 +307,47 @@ class _WriterRecordingGuard(IngestGuard):
 
 
 @pytest.mark.slow
+def test_sleeper_kb_gives_five_writers_a_record_before_poison_i_of_every_target(
+        tmp_path: Path) -> None:
+    targets = TARGETS[:2]
+    truth = {doc_id for t in targets for doc_id, _ in t.gt_passages}
+    documents = wiki5k_documents()
+    clean = [d for d in documents if d.id in truth] + [
+        d for d in documents if d.id not in truth][:20]
+    base = kbs.build_base(tmp_path, "mini", clean)
+    sleeper = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                               writers="sleeper", sleeper_documents=2)
+    assert sleeper.name == "mini-sleeper2-published-plain"
+    poisons = [d for t in targets for d in get_family("published").poisons(t, 0)]
+    with KnowledgeBase.open(sleeper) as kb:
+        per_writer = kb.documents_per_writer()
+        rows = {d.id: kb.store.document(d.id) for d in poisons}
+        records = [d for d in kb.document_ids() if d.startswith("sleeper:")]
+    # five writers, each 2 benign documents (outside the base) + poison i of both targets
+    assert {w: n for w, n in per_writer.items() if w != kbs.CLEAN_WRITER} == {
+        kbs.sleeper_writer(n): 2 + 2 for n in range(kbs.SLEEPERS)}
+    assert len(records) == 10 and not set(records) & {d.id for d in clean}
+    for doc_id, row in rows.items():
+        number = int(doc_id.rsplit(":", 1)[1])
+        assert row["writer"] == kbs.sleeper_writer(number) and row["tier"] == "neutral"
+    assert len({row["batch_id"] for row in rows.values()}) == len(poisons)
+    facts = json.loads((sleeper / kbs.MARKER).read_text())
+    assert facts["sleeper_documents"] == 2 and facts["poisons"] == len(poisons)
+    # another record size is another KB; a bad size or one the corpus cannot fill is refused
+    assert kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                            writers="sleeper", sleeper_documents=0).name == (
+        "mini-sleeper0-published-plain")
+    with pytest.raises(InputError, match="sleeper documents"):
+        kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                         writers="sleeper", sleeper_documents=-1)
+    with pytest.raises(InputError, match="outside the base KB"):
+        kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                         writers="sleeper", sleeper_documents=10**6)
+    with pytest.raises(InputError, match="sleeper writer setting"):
+        Condition("x", "published", provenance="untrusted", writers="sleeper")
+
+
+@pytest.mark.slow
 def test_sybil_kb_ingests_every_poison_by_its_own_writer_in_its_own_batch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     targets = TARGETS[:3]

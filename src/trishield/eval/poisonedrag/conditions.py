@@ -25,6 +25,10 @@ family and writer setting):
                 document is neutral: neither provenance nor writer identity tells the defense
                 anything, at ingest (Ring 1) or at retrieval. Only with ``neutral`` provenance
                 (a sybil that is also untrusted would be a different condition).
+* ``sleeper``   five neutral writers that first each store benign documents (an established
+                track record), then write poison *i* of every target as writer *i*, each in
+                its own batch: the sybil attack against the evidence design's track record.
+                Not in the matrix's plan; the evidence probe runs it. Neutral provenance only.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
 
 PROVENANCE_SETTINGS = ("neutral", "untrusted", "trusted-clean", "forged", "forged-unchecked")
-WRITER_SETTINGS = ("attacker", "sybil")
+WRITER_SETTINGS = ("attacker", "sybil", "sleeper")
 SWEEP_FRACTIONS = (0.2, 0.4, 0.5, 0.6, 0.8)
 SWEEP_SEARCH_DEPTH = 400
 """How deep the sweep looks for a target's poisons in the poisoned KB (dense search is cheap)."""
@@ -68,10 +72,10 @@ class Condition:
         if self.writers not in WRITER_SETTINGS:
             raise InputError(f"unknown writer setting {self.writers!r}; choose from "
                              f"{', '.join(WRITER_SETTINGS)}")
-        if self.writers == "sybil" and (self.provenance != "neutral"
-                                        or self.fraction is not None):
-            raise InputError(f"condition {self.name!r}: the sybil writer setting is defined "
-                             "for neutral provenance without a poison fraction only")
+        if self.writers != "attacker" and (self.provenance != "neutral"
+                                           or self.fraction is not None):
+            raise InputError(f"condition {self.name!r}: the {self.writers} writer setting is "
+                             "defined for neutral provenance without a poison fraction only")
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "family": self.family, "provenance": self.provenance,

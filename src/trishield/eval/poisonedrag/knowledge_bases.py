@@ -37,7 +37,7 @@ from trishield.errors import InputError
 from trishield.eval.poisonedrag.attacks import Target, get_family
 from trishield.eval.poisonedrag.conditions import WRITER_SETTINGS
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.datasets import wiki5k_documents
+from trishield.kb.datasets import DATASETS, wiki5k_documents
 from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
 
@@ -50,6 +50,13 @@ RESUME = "resume.json"
 """In a staging directory that an interrupted sybil build may continue: its fingerprint."""
 SAY_EVERY = 250
 """A sybil build reports its progress every this many batches."""
+SLEEPERS = 5
+"""Writers of the ``sleeper`` setting: poison *i* of a target is written by sleeper *i*."""
+SLEEPER_DOCUMENTS = 250
+"""Benign documents each sleeper stores before its poisons: a track record of about 0.8 by
+the evidence design's default (``log(1+n)/log(1+1000)``), where five sleepers' independent
+poisons weigh as much as twice an established source (docs/design.md, Known weaknesses)."""
+SLEEPER_CORPUS = "squadshifts-new-wiki"
 
 
 def profile_documents(profile: str, targets: Sequence[Target], seed: int) -> list[Document]:
@@ -127,12 +134,36 @@ def sybil_batches(poisons_per_target: Sequence[Sequence[Document]]) -> list[Docu
             if doc is not None]
 
 
+def sleeper_writer(number: int) -> str:
+    """The name of sleeper ``number`` (neutral-sounding, like the sybil writers')."""
+    return "member-" + hashlib.sha256(f"sleeper:{number}".encode()).hexdigest()[:12]
+
+
+def sleeper_record(base: Path, documents: int) -> list[list[Document]]:
+    """Each sleeper's benign documents: the first ``SLEEPERS * documents`` paragraphs of
+    :data:`SLEEPER_CORPUS` that ``base`` does not hold (by content), in file order, dealt out
+    in turns. Refuses when the corpus has too few."""
+    with KnowledgeBase.open(base, read_only=True) as kb:
+        stored = set(kb.document_ids())
+    pool = [d for d in DATASETS[SLEEPER_CORPUS].documents() if d.id not in stored]
+    wanted = SLEEPERS * documents
+    if len(pool) < wanted:
+        raise InputError(f"the sleeper setting needs {wanted} paragraphs of "
+                         f"{SLEEPER_CORPUS} outside the base KB, found {len(pool)}")
+    chosen = [Document(id=f"sleeper:{d.id}", text=d.text, title=d.title,
+                       source=f"sleeper record ({SLEEPER_CORPUS})") for d in pool[:wanted]]
+    return [chosen[n::SLEEPERS] for n in range(SLEEPERS)]
+
+
 def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Target],
                  seed: int, *, guarded: bool, guard: GuardConfig | None = None,
-                 writers: str = "attacker",
+                 writers: str = "attacker", sleeper_documents: int = SLEEPER_DOCUMENTS,
                  say: Callable[[str], None] | None = None) -> Path:
     """``base`` + the family's poisons for ``targets``: by the untrusted attacker in one batch,
-    or (``writers="sybil"``) each by its own neutral writer in its own batch.
+    or (``writers="sybil"``) each by its own neutral writer in its own batch, or
+    (``writers="sleeper"``) by :data:`SLEEPERS` neutral writers that first store
+    ``sleeper_documents`` benign documents each (:func:`sleeper_record`), poison *i* of every
+    target by sleeper *i*, each poison in its own batch.
 
     A sybil KB takes one ingest per poison (thousands on wiki5k), so its build resumes after
     an interruption: every ingest is atomic, and a poison already stored or quarantined in
@@ -140,6 +171,10 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
     if writers not in WRITER_SETTINGS:
         raise InputError(f"unknown writer setting {writers!r}; choose from "
                          f"{', '.join(WRITER_SETTINGS)}")
+    if isinstance(sleeper_documents, bool) or not isinstance(sleeper_documents, int) \
+            or sleeper_documents < 0:
+        raise InputError(f"sleeper documents must be a whole number >= 0, got "
+                         f"{sleeper_documents!r}")
     guard = guard or GuardConfig()
     per_target = [get_family(family).poisons(target, seed) for target in targets]
     poisons = [doc for docs in per_target for doc in docs]
@@ -149,8 +184,10 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
              "poisons": [[d.id, d.content_hash] for d in poisons]}
     if writers != "attacker":  # the single-attacker fingerprints stay as they were
         parts["writers"] = writers
+    if writers == "sleeper":
+        parts["sleeper_documents"] = sleeper_documents
     fingerprint = _fingerprint(parts)
-    setting = "" if writers == "attacker" else f"{writers}-"
+    setting = {"attacker": "", "sybil": "sybil-"}.get(writers, f"sleeper{sleeper_documents}-")
     name = (f"{base.name.removeprefix('base-')}-{setting}{family}-"
             f"{'guarded' if guarded else 'plain'}")
     screener = IngestGuard(guard) if guarded else None
@@ -182,9 +219,32 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
         return {"poisons": len(poisons), "writers": writers, "batches": len(order),
                 "quarantined": held}
 
+    def make_sleeper(staging: Path) -> dict:
+        records = sleeper_record(base, sleeper_documents)
+        if not (staging / RESUME).is_file():
+            copy_base(staging)
+            (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
+        number_of = {doc.id: n for docs in per_target for n, doc in enumerate(docs)}
+        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER) as kb:
+            for sleeper, documents in enumerate(records):
+                if documents:
+                    kb.ingest(documents, tier="neutral", writer=sleeper_writer(sleeper),
+                              source="sleeper record", guard=screener)
+            for doc in sybil_batches(per_target):
+                kb.ingest([doc], tier="neutral",
+                          writer=sleeper_writer(number_of[doc.id] % SLEEPERS),
+                          source=f"attack family {family}", guard=screener)
+            ids = {doc.id for doc in poisons}
+            held = sorted(q["id"] for q in kb.store.quarantined() if q["id"] in ids)
+            records_held = sum(1 for q in kb.store.quarantined() if q["id"] not in ids)
+        return {"poisons": len(poisons), "writers": writers,
+                "sleeper_documents": sleeper_documents, "batches": len(poisons) + SLEEPERS,
+                "quarantined": held, "sleeper_documents_quarantined": records_held}
+
     if writers == "attacker":
         return _build(work_dir / name, fingerprint, make_single)
-    return _build(work_dir / name, fingerprint, make_sybil, resumable=True)
+    return _build(work_dir / name, fingerprint,
+                  make_sybil if writers == "sybil" else make_sleeper, resumable=True)
 
 
 def ingest_label(family: str, writers: str) -> str:
