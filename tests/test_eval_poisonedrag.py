@@ -333,10 +333,12 @@ def test_sleeper_kb_gives_five_writers_a_record_before_poison_i_of_every_target(
     assert len({row["batch_id"] for row in rows.values()}) == len(poisons)
     facts = json.loads((sleeper / kbs.MARKER).read_text())
     assert facts["sleeper_documents"] == 2 and facts["poisons"] == len(poisons)
+    assert facts["batches"] == len(poisons) + kbs.SLEEPERS
     # another record size is another KB; a bad size or one the corpus cannot fill is refused
-    assert kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
-                            writers="sleeper", sleeper_documents=0).name == (
-        "mini-sleeper0-published-plain")
+    none = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                            writers="sleeper", sleeper_documents=0)
+    assert none.name == "mini-sleeper0-published-plain"
+    assert json.loads((none / kbs.MARKER).read_text())["batches"] == len(poisons)
     with pytest.raises(InputError, match="sleeper documents"):
         kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
                          writers="sleeper", sleeper_documents=-1)

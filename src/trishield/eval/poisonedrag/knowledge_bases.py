@@ -141,11 +141,13 @@ def sleeper_writer(number: int) -> str:
 
 def sleeper_record(base: Path, documents: int) -> list[list[Document]]:
     """Each sleeper's benign documents: the first ``SLEEPERS * documents`` paragraphs of
-    :data:`SLEEPER_CORPUS` that ``base`` does not hold (by content), in file order, dealt out
-    in turns. Refuses when the corpus has too few."""
+    :data:`SLEEPER_CORPUS` whose text ``base`` does not hold (by content hash, so the KB's
+    dedupe never shrinks a record), in file order, dealt out in turns. Refuses when the corpus
+    has too few."""
+    corpus = list(DATASETS[SLEEPER_CORPUS].documents())
     with KnowledgeBase.open(base, read_only=True) as kb:
-        stored = set(kb.document_ids())
-    pool = [d for d in DATASETS[SLEEPER_CORPUS].documents() if d.id not in stored]
+        _, stored = kb.store.existing((), {d.content_hash for d in corpus})
+    pool = [d for d in corpus if d.content_hash not in stored]
     wanted = SLEEPERS * documents
     if len(pool) < wanted:
         raise InputError(f"the sleeper setting needs {wanted} paragraphs of "
@@ -238,7 +240,8 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
             held = sorted(q["id"] for q in kb.store.quarantined() if q["id"] in ids)
             records_held = sum(1 for q in kb.store.quarantined() if q["id"] not in ids)
         return {"poisons": len(poisons), "writers": writers,
-                "sleeper_documents": sleeper_documents, "batches": len(poisons) + SLEEPERS,
+                "sleeper_documents": sleeper_documents,
+                "batches": len(poisons) + sum(1 for documents in records if documents),
                 "quarantined": held, "sleeper_documents_quarantined": records_held}
 
     if writers == "attacker":
