@@ -205,49 +205,42 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
         return {"poisons": len(poisons), "writers": writers, "batches": 1,
                 "quarantined": sorted(q["id"] for q in report.quarantined)}
 
-    def make_sybil(staging: Path) -> dict:
-        if not (staging / RESUME).is_file():
-            copy_base(staging)
-            (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
-        order = sybil_batches(per_target)
-        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER) as kb:
-            for number, doc in enumerate(order, start=1):
-                kb.ingest([doc], tier="neutral", writer=sybil_writer(doc.id),
-                          source=f"attack family {family}", guard=screener)
-                if say is not None and number % SAY_EVERY == 0:
-                    say(f"  {name}: {number} of {len(order)} sybil batches ingested")
-            ids = {doc.id for doc in poisons}
-            held = sorted(q["id"] for q in kb.store.quarantined() if q["id"] in ids)
-        return {"poisons": len(poisons), "writers": writers, "batches": len(order),
-                "quarantined": held}
-
-    def make_sleeper(staging: Path) -> dict:
-        records = sleeper_record(base, sleeper_documents)
+    def make_one_by_one(staging: Path) -> dict:
+        """Sybil and sleeper KBs: each poison in its own batch, round-robin over the targets
+        (after the sleepers' records, one batch per sleeper)."""
+        records = (sleeper_record(base, sleeper_documents) if writers == "sleeper"
+                   else [])
         if not (staging / RESUME).is_file():
             copy_base(staging)
             (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
         number_of = {doc.id: n for docs in per_target for n, doc in enumerate(docs)}
+        order = sybil_batches(per_target)
         with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER) as kb:
             for sleeper, documents in enumerate(records):
                 if documents:
                     kb.ingest(documents, tier="neutral", writer=sleeper_writer(sleeper),
                               source="sleeper record", guard=screener)
-            for doc in sybil_batches(per_target):
-                kb.ingest([doc], tier="neutral",
-                          writer=sleeper_writer(number_of[doc.id] % SLEEPERS),
+            for number, doc in enumerate(order, start=1):
+                writer = (sybil_writer(doc.id) if writers == "sybil"
+                          else sleeper_writer(number_of[doc.id] % SLEEPERS))
+                kb.ingest([doc], tier="neutral", writer=writer,
                           source=f"attack family {family}", guard=screener)
+                if say is not None and number % SAY_EVERY == 0:
+                    say(f"  {name}: {number} of {len(order)} {writers} batches ingested")
             ids = {doc.id for doc in poisons}
-            held = sorted(q["id"] for q in kb.store.quarantined() if q["id"] in ids)
-            records_held = sum(1 for q in kb.store.quarantined() if q["id"] not in ids)
-        return {"poisons": len(poisons), "writers": writers,
-                "sleeper_documents": sleeper_documents,
-                "batches": len(poisons) + sum(1 for documents in records if documents),
-                "quarantined": held, "sleeper_documents_quarantined": records_held}
+            held_now = kb.store.quarantined()
+        facts = {"poisons": len(poisons), "writers": writers,
+                 "batches": len(order) + sum(1 for documents in records if documents),
+                 "quarantined": sorted(q["id"] for q in held_now if q["id"] in ids)}
+        if writers == "sleeper":
+            facts |= {"sleeper_documents": sleeper_documents,
+                      "sleeper_documents_quarantined": sum(1 for q in held_now
+                                                           if q["id"] not in ids)}
+        return facts
 
     if writers == "attacker":
         return _build(work_dir / name, fingerprint, make_single)
-    return _build(work_dir / name, fingerprint,
-                  make_sybil if writers == "sybil" else make_sleeper, resumable=True)
+    return _build(work_dir / name, fingerprint, make_one_by_one, resumable=True)
 
 
 def ingest_label(family: str, writers: str) -> str:
