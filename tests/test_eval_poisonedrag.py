@@ -306,15 +306,20 @@ class _WriterRecordingGuard(IngestGuard):
                               neighbourhood=neighbourhood)
 
 
+def _small_base(tmp_path: Path, targets, *, extra: int) -> tuple[Path, list]:
+    """A base KB of the targets' ground-truth passages plus ``extra`` other wiki5k passages."""
+    truth = {doc_id for t in targets for doc_id, _ in t.gt_passages}
+    documents = wiki5k_documents()
+    clean = [d for d in documents if d.id in truth] + [
+        d for d in documents if d.id not in truth][:extra]
+    return kbs.build_base(tmp_path, "mini", clean), clean
+
+
 @pytest.mark.slow
 def test_sleeper_kb_gives_five_writers_a_record_before_poison_i_of_every_target(
         tmp_path: Path) -> None:
     targets = TARGETS[:2]
-    truth = {doc_id for t in targets for doc_id, _ in t.gt_passages}
-    documents = wiki5k_documents()
-    clean = [d for d in documents if d.id in truth] + [
-        d for d in documents if d.id not in truth][:20]
-    base = kbs.build_base(tmp_path, "mini", clean)
+    base, clean = _small_base(tmp_path, targets, extra=20)
     sleeper = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
                                writers="sleeper", sleeper_documents=2)
     assert sleeper.name == "mini-sleeper2-published-plain"
@@ -353,11 +358,7 @@ def test_sleeper_kb_gives_five_writers_a_record_before_poison_i_of_every_target(
 def test_sybil_kb_ingests_every_poison_by_its_own_writer_in_its_own_batch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     targets = TARGETS[:3]
-    truth = {doc_id for t in targets for doc_id, _ in t.gt_passages}
-    documents = wiki5k_documents()
-    clean = [d for d in documents if d.id in truth] + [
-        d for d in documents if d.id not in truth][:25]
-    base = kbs.build_base(tmp_path, "mini", clean)
+    base, clean = _small_base(tmp_path, targets, extra=25)
     monkeypatch.setattr(kbs, "IngestGuard", _WriterRecordingGuard)
     # a build interrupted at its 7th batch leaves a staging copy that the next build continues
     _WriterRecordingGuard.calls, _WriterRecordingGuard.interrupt_at = [], 7
