@@ -19,7 +19,7 @@ from functools import cache
 
 from trishield.answers import contains_answer
 from trishield.errors import InputError
-from trishield.eval.poisonedrag.diverse import claim_sentences, diverse_texts
+from trishield.eval.poisonedrag.diverse import claim_sentences, diverse_texts, plain_claim
 from trishield.kb import Document
 from trishield.kb.datasets import DATASETS
 
@@ -186,7 +186,7 @@ def _refute(target: Target, rng: random.Random) -> list[str]:
     the wrong answer where a text has none (yes/no targets)."""
     claims = [s for found in claim_sentences(target.adv_texts, target.incorrect) for s in found]
     if not claims:
-        claims = [f"On the question of {target.question}, the answer is {target.incorrect}."]
+        claims = [plain_claim(target.question, target.incorrect)]
     return [framing.format(correct=target.correct, claim=rng.choice(claims))
             for framing in _REFUTATIONS]
 

@@ -51,6 +51,13 @@ def claim_sentences(adv_texts: Sequence[str], incorrect: str) -> list[list[str]]
             for text in adv_texts]
 
 
+def plain_claim(question: str, incorrect: str) -> str:
+    """A plain statement of the wrong answer, where the published texts carry no sentence
+    with it (yes/no targets carry no span): the one fallback every family that quotes a
+    claim sentence uses."""
+    return f"On the question of {question}, the answer is {incorrect}."
+
+
 def _two_claims(question: str, incorrect: str, adv_texts: Sequence[str],
                 rng: random.Random) -> tuple[str, str]:
     """Two claim sentences from two *different* published texts where they exist; a plain
@@ -58,7 +65,7 @@ def _two_claims(question: str, incorrect: str, adv_texts: Sequence[str],
     per_text = [claims for claims in claim_sentences(adv_texts, incorrect) if claims]
     rng.shuffle(per_text)
     picked = [rng.choice(claims) for claims in per_text[:2]]
-    fallback = f"On the question of {question}, the answer is {incorrect}."
+    fallback = plain_claim(question, incorrect)
     while len(picked) < 2:
         picked.append(fallback)
     return picked[0], picked[1]
