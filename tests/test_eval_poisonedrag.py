@@ -5,6 +5,7 @@ and byte-identical when answered again. No test asserts an ASR or accuracy value
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import sys
@@ -27,7 +28,8 @@ from trishield.eval.poisonedrag.attacks import (
 )
 from trishield.eval.poisonedrag.conditions import Condition, poisons_in_context
 from trishield.eval.poisonedrag.defenses import DEFENSES
-from trishield.eval.poisonedrag.diverse import STYLES, diverse_texts
+from trishield.eval.poisonedrag.diverse import STYLES, claim_sentences, diverse_texts, topic_of
+from trishield.eval.poisonedrag.misspelt import misspell_word
 from trishield.eval.poisonedrag.plan import (
     ADAPTIVE_FAMILIES,
     CORE_DEFENSES,
@@ -158,6 +160,41 @@ def test_refute_poisons_name_the_right_answer_as_the_error_and_state_the_wrong_o
     target = next(t for t in TARGETS if t.correct.lower() not in ("yes", "no"))
     claim = family.poisons(target, seed=0)[0].text.split("misconception. ", 1)[1]
     assert any(claim in text for text in target.adv_texts)
+
+
+def test_misspelt_poisons_state_the_wrong_answer_intact_with_the_question_words_misspelt(
+) -> None:
+    family = get_family("misspelt")
+    for target in TARGETS:
+        docs = family.poisons(target, seed=0)
+        assert [d.text for d in docs] == [d.text for d in family.poisons(target, seed=0)]
+        assert len(docs) == len(target.adv_texts) == 5
+        answer_words = {w.lower() for w in re.findall(r"\w+", target.incorrect)}
+        question_words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", topic_of(
+            target.question))} - answer_words
+        for document in docs:
+            assert document.id.startswith(f"atk:misspelt:{target.id}:")
+            assert contains_answer(document.text, target.incorrect), (target.id, document.text)
+            words = {w.lower() for w in re.findall(r"\w+", document.text)}
+            assert not words & question_words, (target.id, document.text)
+    # a poison is its published claim sentence, word for word, up to one edit a word
+    target = next(t for t in TARGETS if t.incorrect.lower() not in ("yes", "no"))
+    claim = claim_sentences(target.adv_texts, target.incorrect)[0]
+    poison = family.poisons(target, seed=0)[0].text
+    original, written = claim[0].split(), poison.split()[:len(claim[0].split())]
+    assert len(original) == len(written)
+    assert sum(a != b for a, b in zip(original, written, strict=True)) >= 1
+    assert all(abs(len(a) - len(b)) <= 1 for a, b in zip(original, written, strict=True))
+
+
+@pytest.mark.parametrize("word", ["heaven", "book", "Habsburg", "aaaa", "seen"])
+def test_misspell_word_makes_one_edit_after_the_first_letter(word: str) -> None:
+    for seed in range(20):
+        changed = misspell_word(word, random.Random(seed))
+        assert changed != word and changed[0] == word[0]
+        assert abs(len(changed) - len(word)) <= 1
+    with pytest.raises(InputError, match="four letters"):
+        misspell_word("cat", random.Random(0))
 
 
 def test_unknown_family_and_bad_condition_are_refused() -> None:

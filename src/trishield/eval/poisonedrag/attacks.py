@@ -20,6 +20,7 @@ from functools import cache
 from trishield.answers import contains_answer
 from trishield.errors import InputError
 from trishield.eval.poisonedrag.diverse import claim_sentences, diverse_texts, plain_claim
+from trishield.eval.poisonedrag.misspelt import misspelt_texts
 from trishield.kb import Document
 from trishield.kb.datasets import DATASETS
 
@@ -191,6 +192,14 @@ def _refute(target: Target, rng: random.Random) -> list[str]:
             for framing in _REFUTATIONS]
 
 
+def _misspelt(target: Target, rng: random.Random) -> list[str]:
+    """Five poisons: each published text's claim with the question's own words misspelt
+    (:mod:`.misspelt`). Written after the evidence design was settled, to check it on a
+    disguise it was not shaped on; not in the matrix plan (``benchmarks/evidence_probe.py``
+    measures it)."""
+    return misspelt_texts(target.question, target.incorrect, target.adv_texts, rng)
+
+
 def _mixed(target: Target, rng: random.Random) -> list[str]:
     """Ten poisons (published + template): the pool the poison-fraction sweep draws from."""
     return _published(target, rng) + _template(target, rng)
@@ -226,6 +235,8 @@ FAMILIES: dict[str, AttackFamily] = {family.name: family for family in (
                  "encyclopedic, FAQ, table, quote), 5 per target", _diverse),
     AttackFamily("refute", "(c) adaptive: the false answer as a correction of the true one, "
                  "which it names, 5 per target", _refute),
+    AttackFamily("misspelt", "(c) adaptive: the claim with the question's own words "
+                 "misspelt, 5 per target", _misspelt),
     AttackFamily("mixed", "pool for (e) and (f): published + template, 10 per target",
                  _mixed),
 )}
