@@ -19,6 +19,7 @@ from functools import lru_cache
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.rings.config_types import CONFIG, Unit
+from trishield.rings.misspelling import misspelt_question_words
 from trishield.rings.normalise import Normalised, lowered, normalise, visible
 from trishield.rings.obfuscation import (
     Obfuscation,
@@ -102,6 +103,10 @@ class PatternWeights:
     """The text as a whole is written in look-alike or styled letters (most of what reads as
     ASCII is disguised): no stray characters of scraped text, and hidden from the embedding
     that would find the text it copies; blocks alone (``0.6 * 0.5 = 0.3``)."""
+    misspelt_query: Unit = 0.5
+    """The passage misspells the question's own words (:mod:`trishield.rings.misspelling`):
+    hidden from the evidence reader, not from the model; blocks alone, as disguised text
+    does."""
 
 
 def _decodes_to_text(blob: bytes) -> str | None:
@@ -257,8 +262,8 @@ def quoted_query(signals: TextSignals, text: str, query: str) -> str | None:
 def pattern_hits(signals: TextSignals, text: str, *, query: str | None = None,
                  weights: PatternWeights | None = None) -> list[PatternHit]:
     """:func:`detect_patterns` from a text's :class:`TextSignals`: the query-dependent
-    detector (``query_verbatim``, and whether the quote is disguised) run now, the weights
-    applied."""
+    detectors (``query_verbatim`` and whether the quote is disguised, ``misspelt_query``) run
+    now, the weights applied."""
     weights = weights or PatternWeights()
     hits: list[PatternHit] = []
     obfuscations: list[Obfuscation] = []
@@ -273,6 +278,10 @@ def pattern_hits(signals: TextSignals, text: str, *, query: str | None = None,
         disguise = disguises(span)
         if disguise:
             obfuscations.append(disguise)
+    misspelt = misspelt_question_words(signals.words, _query_words(query)) if query else []
+    if misspelt:
+        hits.append(PatternHit("misspelt_query", weights.misspelt_query,
+                               ", ".join(f"{written}~{meant}" for written, meant in misspelt)))
     hits += [PatternHit(name, getattr(weights, name), evidence)
              for name, evidence in signals.phrases]
     if signals.payload is not None:
