@@ -37,12 +37,12 @@ def fires(questions: Sequence[str], texts: Sequence[str]) -> dict[str, object]:
     from trishield.rings.misspelling import misspelt_question_words
     from trishield.rings.patterns import _query_words, text_signals
 
-    words = [text_signals(text).words for text in texts]
+    signals = [text_signals(text) for text in texts]
     found = []
     for question in questions:
         asked = _query_words(question)
-        for n, passage in enumerate(words):
-            misspelt = misspelt_question_words(passage, asked)
+        for n, passage in enumerate(signals):
+            misspelt = misspelt_question_words(passage.words, passage.unknown, asked)
             if misspelt:
                 found.append({"question": question, "text": texts[n][:160],
                               "misspelt": misspelt})
@@ -63,7 +63,8 @@ def catch() -> dict[str, object]:
         asked = _query_words(target.question)
         for poison in family.poisons(target, 0):
             poisons += 1
-            hit = bool(misspelt_question_words(text_signals(poison.text).words, asked))
+            signals = text_signals(poison.text)
+            hit = bool(misspelt_question_words(signals.words, signals.unknown, asked))
             caught += hit
             if relevance(target.question, poison.text) < MIN_RELEVANCE:
                 hidden += 1

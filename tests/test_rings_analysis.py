@@ -194,6 +194,6 @@ def test_the_memo_is_bounded_and_the_analyser_is_the_kbs() -> None:
         analyser.of(text, None)
     assert list(analyser._memo) == ["two texts here", "three texts here"]
     assert isinstance(analyser, ChunkAnalyser)
-    assert analyser.version == ANALYSIS_VERSION and ANALYSIS_VERSION.startswith("ring1-4-")
+    assert analyser.version == ANALYSIS_VERSION and ANALYSIS_VERSION.startswith("ring1-5-")
     with pytest.raises(ValueError, match="memo size"):
         PassageAnalyser(memo_size=-1)

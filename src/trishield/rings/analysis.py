@@ -41,14 +41,15 @@ from trishield.rings.patterns import TextSignals, text_signals
 from trishield.rings.perplexity import perplexity_score
 from trishield.rings.tamper import Token, tokens
 
-FORMAT = 4
+FORMAT = 5
 """The stored layout below; part of the version."""
 _ANALYSED_BY = ("trishield.rings.analysis", "trishield.rings.claims",
                 "trishield.rings.conflicts", "trishield.answers", "trishield.rings.patterns",
                 "trishield.rings.normalise", "trishield.rings.obfuscation",
                 "trishield.rings.questions", "trishield.rings.perplexity",
-                "trishield.rings.tamper", "trishield.text", "trishield.homoglyphs")
-_LIBRARIES = ("regex", "confusable-homoglyphs", "bm25s", "PyStemmer")
+                "trishield.rings.tamper", "trishield.rings.misspelling", "trishield.text",
+                "trishield.homoglyphs")
+_LIBRARIES = ("regex", "confusable-homoglyphs", "bm25s", "PyStemmer", "pyspellchecker")
 
 
 def _version() -> str:
@@ -179,6 +180,7 @@ def encode(analysis: PassageAnalysis, ring2: Ring2Reading) -> str:
         signals.payload,
         [_obfuscation(o) for o in signals.word_obfuscations],
         signals.disguised,
+        signals.unknown,
     ]
     body = [[t.word, t.surface, t.start, t.end] for t in analysis.tokens()]
     return (json.dumps(head, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -190,7 +192,7 @@ def decode(data: str) -> PassageAnalysis:
     """:func:`encode` reversed (tokens decoded on first use)."""
     head_text, _, rest = data.partition("\n")
     (perplexity, words, question, question_disguise, phrases, phrase_disguises, payload,
-     word_obfuscations, disguised) = json.loads(head_text)
+     word_obfuscations, disguised, unknown) = json.loads(head_text)
     signals = TextSignals(
         question=None if question is None else (question[0], question[1]),
         question_disguise=(None if question_disguise is None
@@ -201,7 +203,7 @@ def decode(data: str) -> PassageAnalysis:
         payload=payload,
         word_obfuscations=(tuple(_unobfuscation(o) for o in word_obfuscations)
                            if word_obfuscations else ()),
-        disguised=disguised, words=words)
+        disguised=disguised, words=words, unknown=unknown)
     return PassageAnalysis(dict(zip(_PERPLEXITY, perplexity, strict=True)), signals,
                            _once(lambda: [Token(*row) for row in
                                           json.loads(rest.partition("\n")[0])]))

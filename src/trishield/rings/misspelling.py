@@ -15,13 +15,13 @@ where that word is absent. Natural typos hit a question word now and then; a pas
 misspells at least :data:`MIN_MISSPELT` of the question's words, and more of them than it
 spells right, is hiding its topic. The detector's evidence lists the pairs (``capiatl~capital``).
 
-The question's one-edit variants are built once per question (a few thousand strings), so a
-passage costs one pass over its words with set lookups.
+A passage's words that are no English word are found once, at ingest (:func:`unknown_words`,
+stored with its analysis): a question looks only at those few, by their deletions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from functools import cache, lru_cache
 
 from spellchecker import SpellChecker
@@ -33,7 +33,6 @@ MIN_LETTERS = 5
 another word too easily ("form"/"from")."""
 MIN_MISSPELT = 2
 """Misspelt question words a passage needs before it is hiding its topic: one is a typo."""
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _ENDINGS = ("", "s", "es", "e", "ed", "d", "ing", "er", "ers", "ly", "ion", "ions", "al",
             "y", "ies", "ied", "ic", "ism", "ist", "ists", "ity", "ment", "ments")
 """What may follow a question word's stem in a passage that spells the word right in another
@@ -49,71 +48,99 @@ def english_words() -> Container[str]:
     return SpellChecker(language="en", distance=1).word_frequency
 
 
-def _variants(word: str) -> set[str]:
-    """Every lower-case string one edit from ``word`` (Damerau: deletion, insertion,
-    substitution, transposition of neighbours), ``word`` itself excluded."""
-    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    found = {left + right[1:] for left, right in splits if right}
-    found |= {left + right[1] + right[0] + right[2:] for left, right in splits
-              if len(right) > 1}
-    found |= {left + c + right[1:] for left, right in splits if right for c in _LETTERS}
-    found |= {left + c + right for left, right in splits for c in _LETTERS}
-    found.discard(word)
-    return found
+def unknown_words(words: Iterable[str]) -> str:
+    """The words a misspelling can be: four letters or more, letters only (the part before an
+    apostrophe: "hevaen's"), no English word; sorted, joined by spaces. Query-independent,
+    so it is stored with a passage's analysis (:mod:`trishield.rings.analysis`) and a
+    question only looks at these few words."""
+    lexicon = english_words()
+    found = set()
+    for word in words:
+        base = word.split("'", 1)[0]
+        if len(base) >= MIN_LETTERS - 1 and base.isalpha() and base not in lexicon:
+            found.add(base)
+    return " ".join(sorted(found))
+
+
+def _deletions(word: str) -> set[str]:
+    """``word`` and every string one deletion from it: two words one edit apart share one
+    (a substitution or a swap deletes to the same string in both; an insertion deletes to
+    the other word)."""
+    return {word, *(word[:i] + word[i + 1:] for i in range(len(word)))}
+
+
+def one_edit(written: str, word: str) -> bool:
+    """Whether ``written`` is ``word`` with exactly one edit: a letter dropped, added or
+    changed, or two neighbours swapped."""
+    if written == word or abs(len(written) - len(word)) > 1:
+        return False
+    if len(written) != len(word):
+        shorter, longer = sorted((written, word), key=len)
+        return any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer)))
+    differ = [i for i, (a, b) in enumerate(zip(written, word, strict=True)) if a != b]
+    return len(differ) == 1 or (len(differ) == 2 and differ[1] == differ[0] + 1
+                                and written[differ[0]] == word[differ[1]]
+                                and written[differ[1]] == word[differ[0]])
 
 
 @lru_cache(maxsize=256)
 def _checked(words: tuple[str, ...]) -> dict[str, str]:
     """The question's words this detector checks, each with its stem."""
-    return {w: stem(w) for w in dict.fromkeys(words) if len(w) >= MIN_LETTERS and w.isalpha()
-            and w not in STOPWORDS and stem(w) not in QUESTION_PHRASING}
+    checked = {}
+    for word in dict.fromkeys(words):
+        if len(word) >= MIN_LETTERS and word.isalpha() and word not in STOPWORDS:
+            word_stem = stem(word)
+            if word_stem not in QUESTION_PHRASING:
+                checked[word] = word_stem
+    return checked
+
+
+def _spelled(word: str, word_stem: str, padded: str) -> bool:
+    """Whether the passage's words (``padded``: between spaces) hold ``word`` or its stem
+    with one of :data:`_ENDINGS`."""
+    return f" {word} " in padded or any(f" {word_stem}{ending} " in padded
+                                        for ending in _ENDINGS)
 
 
 @lru_cache(maxsize=256)
-def _misspellings(words: tuple[str, ...]) -> dict[str, str]:
-    """Each one-edit variant of a checked question word, mapped to the word it misspells (a
-    variant that is itself a checked word is none). Built once per question, and only for a
-    question some passage leaves checked words out of."""
-    checked = _checked(words)
-    variants: dict[str, str] = {}
-    for word in checked:
-        for variant in _variants(word):
-            variants.setdefault(variant, word)
-    for word in checked:
-        variants.pop(word, None)
-    return variants
+def _keys(words: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The checked question words by each of their :func:`_deletions`: a written word is
+    looked up by its own deletions, so a question costs a few dozen strings, not the
+    thousands of its words' one-edit variants."""
+    keys: dict[str, list[str]] = {}
+    for word in _checked(words):
+        for key in _deletions(word):
+            keys.setdefault(key, []).append(word)
+    return {key: tuple(found) for key, found in keys.items()}
 
 
-def misspelt_question_words(passage_words: str, question_words: tuple[str, ...]
+def misspelt_question_words(passage_words: str, unknown: str, question_words: tuple[str, ...]
                             ) -> list[tuple[str, str]]:
     """``(as written, question word)`` for each question word the passage misspells and
     nowhere spells right, when these are at least :data:`MIN_MISSPELT` and more than the
     question words it spells right; else ``[]``.
 
     ``passage_words``: the passage's normalised words joined by single spaces
-    (:attr:`trishield.rings.patterns.TextSignals.words`); ``question_words``: the question's,
-    normalised the same way."""
+    (:attr:`trishield.rings.patterns.TextSignals.words`); ``unknown``: its
+    :func:`unknown_words`; ``question_words``: the question's, normalised the same way."""
     checked = _checked(question_words)
-    if len(checked) < MIN_MISSPELT:
+    if len(checked) < MIN_MISSPELT or not unknown:
+        return []
+    keys = _keys(question_words)
+    near: dict[str, str] = {}
+    for written in unknown.split():
+        if written in checked:
+            continue
+        for key in _deletions(written):
+            for meant in keys.get(key, ()):
+                if meant not in near and one_edit(written, meant) \
+                        and stem(written) != checked[meant]:  # not a form ("states")
+                    near[meant] = written
+    if len(near) < MIN_MISSPELT:
         return []
     padded = f" {passage_words} "
-    spelled = {word for word, word_stem in checked.items()
-               if f" {word} " in padded
-               or any(f" {word_stem}{ending} " in padded for ending in _ENDINGS)}
-    if len(checked) - len(spelled) < MIN_MISSPELT:
-        return []
-    variants = _misspellings(question_words)
-    written_words = set(passage_words.split())
-    if "'" in passage_words:  # "hevaen's": the word before the apostrophe too
-        written_words |= {w.split("'", 1)[0] for w in written_words if "'" in w}
-    found: dict[str, str] = {}
-    words = english_words()
-    for written in sorted(variants.keys() & written_words):
-        meant = variants[written]
-        if meant in spelled or meant in found or written in words \
-                or stem(written) == checked[meant]:
-            continue  # spelled right elsewhere, a word itself, or a form of it ("states")
-        found[meant] = written
+    spelled = {word for word, word_stem in checked.items() if _spelled(word, word_stem, padded)}
+    found = {meant: written for meant, written in sorted(near.items()) if meant not in spelled}
     if len(found) < MIN_MISSPELT or len(found) <= len(spelled):
         return []
-    return [(written, meant) for meant, written in found.items()]
+    return sorted(((written, meant) for meant, written in found.items()), key=lambda p: p[1])

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.rings.config_types import CONFIG, Unit
-from trishield.rings.misspelling import misspelt_question_words
+from trishield.rings.misspelling import misspelt_question_words, unknown_words
 from trishield.rings.normalise import Normalised, lowered, normalise, visible
 from trishield.rings.obfuscation import (
     Obfuscation,
@@ -193,6 +193,9 @@ class TextSignals:
     """The normalised text's words joined by single spaces: whether the query is quoted is
     a substring test on it (words hold no spaces), and only a passage that passes it is
     normalised again to find where."""
+    unknown: str = ""
+    """Its words that may be misspellings (:func:`~trishield.rings.misspelling.unknown_words`:
+    no English word), which ``misspelt_query`` reads against the question."""
 
 
 def text_signals(text: str) -> TextSignals:
@@ -244,7 +247,8 @@ def text_signals(text: str) -> TextSignals:
         phrase_disguises=tuple(phrase_disguises),
         payload=payloads[0][:120] if payloads else None,
         word_obfuscations=tuple(obfuscated_words(text)),
-        disguised=disguised.evidence if disguised else None, words=" ".join(tokens))
+        disguised=disguised.evidence if disguised else None, words=" ".join(tokens),
+        unknown=unknown_words(tokens))
 
 
 def quoted_query(signals: TextSignals, text: str, query: str) -> str | None:
@@ -278,7 +282,8 @@ def pattern_hits(signals: TextSignals, text: str, *, query: str | None = None,
         disguise = disguises(span)
         if disguise:
             obfuscations.append(disguise)
-    misspelt = misspelt_question_words(signals.words, _query_words(query)) if query else []
+    misspelt = (misspelt_question_words(signals.words, signals.unknown, _query_words(query))
+                if query else [])
     if misspelt:
         hits.append(PatternHit("misspelt_query", weights.misspelt_query,
                                ", ".join(f"{written}~{meant}" for written, meant in misspelt)))
