@@ -4,8 +4,9 @@ Ring 2 reads a passage's claim only when the passage holds at least half of the 
 terms (:mod:`trishield.rings.claims`), letter for letter after stemming. A reader model reads
 through typos as a person does, so a poison that misspells the question's words ("the
 capiatl of the Habsbrug Epmire") is no evidence to Ring 2, contradicts nothing, and still
-hands the reader its answer. Measured held out (docs/benchmarks.md, "Misspelt poisons"): such
-poisons went through ``full-gated`` about as often as through no defense at all.
+hands the reader its answer. Measured (docs/benchmarks.md, "Misspelt poisons"): such poisons
+went through ``full-gated`` at 0.22-0.27 against 0.33-0.36 undefended, where every family of
+the matrix is at 0.00-0.03.
 
 So Ring 1 reads each passage against the question for *near misses*: a word one edit away
 (a letter dropped, added, changed, or two neighbours swapped) from one of the question's
