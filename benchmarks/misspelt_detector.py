@@ -5,10 +5,10 @@
   target question: how many the detector blocks, and how many of them hide from Ring 2's claim
   reader (they hold less than half of the question's terms letter for letter).
 * **The matrix's texts**: every (question, text) pair of the PoisonedRAG matrix that a pool
-  can hold (its 300 questions: 100 targets, 100 SQuAD, 100 NQ; every wiki5k chunk and every
-  poison of every family in the matrix plan). The detector's minimum of two misspelt words was
-  chosen looking at these pairs, so they show the matrix's answers stand (the detector fires
-  on none of them), not its precision.
+  can hold (the questions of its plan: 100 targets, 100 SQuAD, 100 NQ; every wiki5k chunk and
+  every poison of every family the plan attacks with). The detector's minimum of two
+  misspelt words was chosen looking at these pairs, so they show the matrix's answers stand
+  (the detector fires on none of them), not its precision.
 * **The safety suite**: its questions against its policy documents and poisons (its committed
   answers stand too when the detector fires on none).
 * **Held out**: corpora and questions not looked at while choosing it: SQuADShifts
@@ -74,15 +74,13 @@ def catch() -> dict[str, object]:
 
 
 def matrix_texts(work_dir: Path) -> tuple[list[str], list[str]]:
-    """The matrix's 300 questions, and every chunk its pools can hold."""
+    """The questions of the matrix's plan, and every chunk its pools can hold: the wiki5k
+    base's chunks and every poison of every family the plan attacks with, chunked as the KB
+    stores them."""
     from trishield.eval.poisonedrag import knowledge_bases as kbs
     from trishield.eval.poisonedrag.attacks import get_family, load_targets, seeded_order
-    from trishield.eval.poisonedrag.plan import ADAPTIVE_FAMILIES
-    from trishield.eval.poisonedrag.questions import (
-        nq_questions,
-        squad_questions,
-        target_questions,
-    )
+    from trishield.eval.poisonedrag.plan import families_of, full_plan
+    from trishield.eval.poisonedrag.runner import block_questions
     from trishield.kb import KnowledgeBase
     from trishield.kb.chunking import ChunkingConfig, chunk_document
 
@@ -90,15 +88,16 @@ def matrix_texts(work_dir: Path) -> tuple[list[str], list[str]]:
     base = kbs.build_base(work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
     with KnowledgeBase.open(base) as kb:
         stored = set(kb.document_ids())
-    questions = [q.text for q in (target_questions(seeded_order(targets, 0), 100)
-                                  + squad_questions(stored, 100, 0)
-                                  + nq_questions(stored, 100, 0))]
+    plan = full_plan()
+    order = seeded_order(targets, 0)
+    questions = list(dict.fromkeys(question.text for block in plan
+                                   for question in block_questions(block, order, stored, 0)))
     with sqlite3.connect(base / "kb.sqlite") as db:
         texts = [row[0] for row in db.execute("SELECT text FROM chunks ORDER BY pk")]
-    for name in ("published", "mixed", *ADAPTIVE_FAMILIES):
+    for name in sorted({family for family, _ in families_of(plan)}):
         family = get_family(name)
         texts += [chunk.text for target in targets for doc in family.poisons(target, 0)
-                  for chunk in chunk_document(doc, ChunkingConfig())]  # as the KB stores it
+                  for chunk in chunk_document(doc, ChunkingConfig())]
     return questions, texts
 
 

@@ -109,7 +109,10 @@ def _fingerprint(options: PoisonedRAGOptions, config: PipelineConfig) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _questions(block: Block, order: list, stored: set[str], seed: int) -> list[Question]:
+def block_questions(block: Block, order: list, stored: set[str], seed: int) -> list[Question]:
+    """The questions ``block`` asks: the first of the targets' seeded ``order``, or SQuAD /
+    NQ questions about documents the KB ``stored`` (``benchmarks/misspelt_detector.py``
+    reads the matrix's questions from here too)."""
     if block.questions in ("targets", "benign-targets"):
         return target_questions(order, block.size)
     if block.questions == "benign-squad":
@@ -153,7 +156,8 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     checkpoint = Checkpoint(options.work_dir / f"records-{fingerprint[:16]}.jsonl", fingerprint)
     if checkpoint.dropped_torn_line:
         say("the checkpoint's last line was torn by an interruption; that answer is redone")
-    asked = {block.name: _questions(block, order, stored, options.seed) for block in blocks}
+    asked = {block.name: block_questions(block, order, stored, options.seed)
+             for block in blocks}
     planned = [_key(block, defense, question) for block in blocks for defense in block.defenses
                for question in asked[block.name][:block.limit(defense)]]
     pending = [key for key in planned if key not in checkpoint]
