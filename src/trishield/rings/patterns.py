@@ -109,6 +109,15 @@ class PatternWeights:
     does."""
 
 
+MIN_PAYLOAD_WORDS = 3
+"""Words a decoded blob must hold to be a payload: an instruction needs a verb and what it
+acts on. Software documentation is full of encoded *data* (a JWT's header and claims, an API's
+pagination token: base64 of compact JSON such as ``{"NextToken": null}``), which decodes to
+readable characters but not to words for a reader; such blobs are no payload (their text is
+still searched for injection phrases)."""
+_PAYLOAD_PUNCTUATION = "\"'`()[]{}<>.,;:!?"
+
+
 def _decodes_to_text(blob: bytes) -> str | None:
     try:
         decoded = blob.decode("utf-8")
@@ -121,8 +130,24 @@ def _decodes_to_text(blob: bytes) -> str | None:
     return None
 
 
-def encoded_payloads(text: str) -> list[str]:
-    """Base64 or hex blobs in ``text`` that decode to readable text (returned decoded)."""
+def reads_as_words(decoded: str) -> bool:
+    """Whether decoded text is written for a reader: at least :data:`MIN_PAYLOAD_WORDS` of
+    its whitespace-separated tokens are words (letters, an apostrophe or hyphen inside, once
+    surrounding quotes, brackets and punctuation are stripped), and words are at least half
+    of its tokens. JSON keys joined by quotes and colons, identifiers with underscores and
+    numbers are not words."""
+    tokens = decoded.split()
+    found = 0
+    for token in tokens:
+        word = token.strip(_PAYLOAD_PUNCTUATION)
+        if len(word) >= 2 and word.replace("'", "").replace("-", "").isalpha():
+            found += 1
+    return found >= MIN_PAYLOAD_WORDS and 2 * found >= len(tokens)
+
+
+def decoded_blobs(text: str) -> list[str]:
+    """Every base64 or hex blob in ``text`` that decodes to readable characters (decoded),
+    whether or not it reads as words: injection phrases are looked for in all of them."""
     payloads: list[str] = []
     for match in _BASE64.finditer(text):
         blob = match.group()
@@ -139,6 +164,12 @@ def encoded_payloads(text: str) -> list[str]:
         if decoded:
             payloads.append(decoded)
     return payloads
+
+
+def encoded_payloads(text: str) -> list[str]:
+    """Base64 or hex blobs in ``text`` that decode to words for a reader (returned decoded):
+    hidden text, not encoded data (:func:`reads_as_words`)."""
+    return [decoded for decoded in decoded_blobs(text) if reads_as_words(decoded)]
 
 
 def _quoted_query(text: Normalised, query: str) -> tuple[int, int] | None:
@@ -213,8 +244,9 @@ def text_signals(text: str) -> TextSignals:
         question_disguise = disguises(plain.original_span(first.cue_start, first.cue_end))
         name = "question_opening" if first.number == 0 and short else "question_inside"
         question = (name, quote)
-    payloads = encoded_payloads(plain.text)
-    decoded = lowered(normalise(" ".join(payloads))).text
+    blobs = decoded_blobs(plain.text)
+    payloads = [blob for blob in blobs if reads_as_words(blob)]
+    decoded = lowered(normalise(" ".join(blobs))).text
     phrases: list[tuple[str, str]] = []
     phrase_disguises: list[Obfuscation] = []
     for name, listed in (("authority", AUTHORITY_PHRASES), ("injection", INJECTION_PHRASES)):
