@@ -669,6 +669,24 @@ def test_cli_refuses_an_unknown_defense(tmp_path: Path) -> None:
     assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()
 
 
+def test_the_clean_screening_cache_is_keyed_by_the_defense_code(tmp_path: Path) -> None:
+    """A detector changed with the same settings must not read the old verdicts: the cached
+    screening of the base's clean passages is per code hash (the runner passes its own)."""
+    from trishield.kb import Document
+
+    base = tmp_path / "base"
+    with KnowledgeBase.open(base, create=True) as kb:
+        kb.ingest([Document(id=f"d{n}", text=f"The harbour of town {n} opened in {1800 + n}.")
+                   for n in range(5)], writer="wikipedia")
+    first = kbs.screen_clean(base, code="a" * 64)
+    assert first["screened"] == 5
+    (cached,) = base.glob("screening-*.json")
+    kbs.screen_clean(base, code="b" * 64)
+    assert len(list(base.glob("screening-*.json"))) == 2
+    assert kbs.screen_clean(base, code="a" * 64) == first
+    assert cached.is_file()
+
+
 def test_the_checkpoint_fingerprint_covers_the_defense_code(tmp_path: Path,
                                                            monkeypatch) -> None:
     """Answers checkpointed by other defense code are never resumed into a table: a change to

@@ -679,6 +679,23 @@ def test_html_declared_encoding_and_h1_title(tmp_path: Path) -> None:
     assert (document.title, document.text) == ("Men\u00fc", "Men\u00fc\n\nGr\u00fc\u00dfe")
 
 
+def test_xhtml_is_read_as_html_without_a_parser_warning(tmp_path: Path) -> None:
+    """An XHTML page (libxslt's and Debian Policy's docs are) is read as the HTML it is
+    served as, and bs4's advice to parse it as XML is not printed at every ingest."""
+    import warnings
+
+    path = tmp_path / "api.html"
+    path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//'
+                    'DTD XHTML 1.0 Transitional//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-'
+                    'transitional.dtd">\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+                    "<title>API</title></head><body><p>Copies a namespace list.</p></body>",
+                    encoding="utf-8")  # no closing </html>: optional, and bs4's cue for HTML
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (document,) = load_path(path).documents
+    assert (document.title, document.text) == ("API", "Copies a namespace list.")
+
+
 def test_html_without_visible_text_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "empty.html"
     path.write_text("<html><head><script>x()</script></head><body><nav>Home</nav></body>"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -122,10 +123,14 @@ def read_html(path: Path) -> Extract:
     Whitespace is read as a browser does (runs collapse; ``<pre>`` keeps its line breaks,
     not its indentation) and block elements become paragraphs. The title is the
     ``<title>``, else the first ``<h1>``."""
-    from bs4 import BeautifulSoup, NavigableString
+    from bs4 import BeautifulSoup, NavigableString, XMLParsedAsHTMLWarning
 
     try:
-        soup = BeautifulSoup(path.read_bytes(), "lxml")
+        with warnings.catch_warnings():
+            # XHTML pages (libxslt's and Debian Policy's docs) are read as the HTML they are
+            # served as; bs4's advice to parse them as XML would keep their markup's text.
+            warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+            soup = BeautifulSoup(path.read_bytes(), "lxml")
         title_tag = soup.find("title")
         title = title_tag.get_text(" ", strip=True) if title_tag else ""
         for element in soup.find_all(_HTML_DROPPED):

@@ -65,6 +65,19 @@ _PHRASES = {phrase: _phrase_pattern(phrase) for phrase in AUTHORITY_PHRASES + IN
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}(?![0-9A-Fa-f])")
 SHORT_DOCUMENT_WORDS = 80
+PASSAGE_WORDS = 300
+"""About the longest text a reader is given as one passage (a chunk is 120 words and its
+overlap by default; the longest PoisonedRAG poison of any family is 235). The weak cues
+(:data:`PER_WORD_CUES`) of a longer text weigh ``PASSAGE_WORDS / words`` of their weight."""
+PER_WORD_CUES = frozenset({"question_inside", "authority_once", "authority"})
+"""Cues that ordinary prose produces now and then, at a rate per word: a manual of 20,000
+words almost surely asks a question somewhere ("What if it looks like your plugin is not being
+loaded?") and says "officially" once. In a passage they are evidence of a pasted question or
+stacked appeals; spread over a whole long document they are evidence of its length. At ingest
+Ring 1 judges whole documents, and Vim's help files, ingested as a new writer's, were
+quarantined for a question plus being a new topic (``S_out``). After retrieval a chunk is
+judged on its own, at full weight, so a poison padded into a long document loses nothing
+there. Injection phrases, payloads and disguises are never ordinary and keep their weight."""
 
 
 @dataclass(frozen=True)
@@ -303,9 +316,21 @@ def pattern_hits(signals: TextSignals, text: str, *, query: str | None = None,
     weights = weights or PatternWeights()
     hits: list[PatternHit] = []
     obfuscations: list[Obfuscation] = []
+    length = signals.words.count(" ") + 1 if signals.words else 0
+    spread = min(1.0, PASSAGE_WORDS / length) if length else 1.0
+
+    def cue(name: str, evidence: str) -> PatternHit:
+        """A hit at its weight, or, for a per-word cue of a text longer than a passage, at
+        the passage's share of it (the evidence says so)."""
+        weight = getattr(weights, name)
+        if name in PER_WORD_CUES and spread < 1.0:
+            return PatternHit(name, weight * spread,
+                              f"{evidence} (one cue in {length} words: weight x{spread:.3f})")
+        return PatternHit(name, weight, evidence)
+
     if signals.question is not None:
         name, quote = signals.question
-        hits.append(PatternHit(name, getattr(weights, name), quote))
+        hits.append(cue(name, quote))
         if signals.question_disguise is not None:
             obfuscations.append(signals.question_disguise)
     span = quoted_query(signals, text, query) if query else None
@@ -319,8 +344,7 @@ def pattern_hits(signals: TextSignals, text: str, *, query: str | None = None,
     if misspelt:
         hits.append(PatternHit("misspelt_query", weights.misspelt_query,
                                ", ".join(f"{written}~{meant}" for written, meant in misspelt)))
-    hits += [PatternHit(name, getattr(weights, name), evidence)
-             for name, evidence in signals.phrases]
+    hits += [cue(name, evidence) for name, evidence in signals.phrases]
     if signals.payload is not None:
         hits.append(PatternHit("encoded_payload", weights.encoded_payload, signals.payload))
     obfuscations += signals.phrase_disguises
