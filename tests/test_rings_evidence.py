@@ -156,6 +156,19 @@ def test_two_writers_about_the_question_contest_it() -> None:
     assert sorted(s.writers for s in sides) == [("mallory",), ("wiki",)]  # the grocer is off
 
 
+def test_a_passage_an_answer_rests_on_is_a_side_whatever_its_words() -> None:
+    """Silence is no dissent, so a passage that shares no term with the question is no side;
+    but once a reader's answer rests on it, it speaks about the question (a paraphrase or a
+    misspelling hides that from the lexical reading)."""
+    paraphrase = "Marco Bellini of Milan drew the plans for the crossing at the fortress town."
+    items = [_item(0, TRUE, "wiki"), _item(1, paraphrase, "mallory")]
+    evidence = Evidence(QUESTION, items, _orthogonal(2), None)
+    assert evidence.claims[1].relevance == 0
+    assert [s.writers for s in evidence.sides(include=[0, 1])] == [("wiki",)]
+    sides = evidence.sides(include=[0, 1], answered=[1])
+    assert sorted(s.writers for s in sides) == [("mallory",), ("wiki",)]
+
+
 def test_ring2_ranks_by_independent_evidence_and_keeps_one_passage_per_cluster() -> None:
     """Five near-duplicate lies more relevant than the truth take one context slot, and the
     truth (heavier: record and precedence) is ranked above them."""

@@ -142,18 +142,47 @@ class PanelConsensus:
         result = self.consensus.decide(question, context, use_panel=use_panel,
                                        evidence=evidence, suspects=self._suspects(run))
         convened(run, [result])
+        recount = self._recount(evidence, context, result, position) if context else []
+        if len(recount) > 1:
+            unread = [i for i in result.support if not evidence.claims[position[i]].relevance]
+            reason = (f"contested after the answer: {result.answer!r} rests on "
+                      f"{', '.join(unread)}, which Ring 2 did not read as speaking about the "
+                      f"question, from another source than the {len(sides)} that did; each "
+                      f"of the {len(recount)} sources is asked for its own answer")
+            run.trace.gate = GateTrace(mode=run.trace.gate.mode, use_panel=use_panel,
+                                       reasons=[*run.trace.gate.reasons, reason])
+            return self._by_source(run, question, evidence, recount, use_panel,
+                                   prior=result.rounds, escalated=result.escalated)
         if result.verdict is not None:
             record_verdict(run, evidence, result.verdict)
         return self._finish(run, result, context)
 
+    @staticmethod
+    def _recount(evidence: Evidence, context: Sequence[ContextPassage],
+                 result: ConsensusResult, position: dict[str, int]) -> list[Source]:
+        """The sides again when the answer rests on context passages that share no term with
+        the question: the reader read them as answering it, so they speak about it (Ring 2
+        reads claims by the question's words, and a paraphrase or a misspelling has none of
+        them). Empty when the answer rests on no such passage, so the question stays as the
+        gate saw it; more than one side means it is contested after all."""
+        unread = [position[i] for i in result.support
+                  if i in position and not evidence.claims[position[i]].relevance]
+        if result.refused or not unread:
+            return []
+        return evidence.sides([position[p.id] for p in context if p.id in position],
+                              answered=unread)
+
     def _by_source(self, run: Run, question: str, evidence: Evidence, sides: list[Source],
-                   use_panel: bool) -> Outcome:
+                   use_panel: bool, prior: Sequence[Round] = (),
+                   escalated: bool = False) -> Outcome:
         """Ask each heavy source for its own answer (one model, or the panel when the gate
-        opened), group the answers into claims, weigh them."""
+        opened), group the answers into claims, weigh them. ``prior``: rounds already asked
+        of the whole context (their calls are counted and traced with the rest), and
+        ``escalated`` whether they asked the second reader."""
         claims: dict[str, list[int]] = {}
-        rounds: list[Round] = []
+        rounds: list[Round] = list(prior)
         silent: list[Source] = []
-        escalated = False  # whether any source's question went to the second reader
+        # whether the prior rounds or any source's question went to the second reader
         for source in sides[:self.config.max_sources]:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
             passages = [evidence_passage(evidence.items[i]) for i in members[:5]]

@@ -285,12 +285,15 @@ class Evidence:
         return [list(group) for group in self.components(members,
                                                          shared_answers(self.claims, members))]
 
-    def sides(self, include: Sequence[int] = ()) -> list[Source]:
+    def sides(self, include: Sequence[int] = (), answered: Sequence[int] = ()) -> list[Source]:
         """The independent sources that speak about the question (plus those of ``include``,
-        the context, that share a term with it), heaviest first: more than one means the
-        question is *contested* and each source is asked for its own answer (Ring 3)."""
+        the context, that share a term with it, and every passage of ``answered``: an answer
+        a reader gave rests on them, so they speak about the question whatever their words),
+        heaviest first: more than one means the question is *contested* and each source is
+        asked for its own answer (Ring 3)."""
         members = sorted({i for i, claim in enumerate(self.claims) if claim.about_question}
-                         | {i for i in include if self.claims[i].relevance > 0})
+                         | {i for i in include if self.claims[i].relevance > 0}
+                         | set(answered))
         return sorted(self.sources(members, by_origin=True),
                       key=lambda s: (-TIER_ORDER[s.tier], -s.weight, s.members))
 
