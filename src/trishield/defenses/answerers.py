@@ -144,11 +144,14 @@ class PanelConsensus:
         convened(run, [result])
         recount = self._recount(evidence, context, result, position) if context else []
         if len(recount) > 1:
-            unread = [i for i in result.support if not evidence.claims[position[i]].relevance]
+            unread = [i for i in result.support
+                      if i in position and not evidence.claims[position[i]].relevance]
+            read = (f"another source than the {len(sides)} that did" if sides
+                    else "sources none of whose passages it read")
             reason = (f"contested after the answer: {result.answer!r} rests on "
                       f"{', '.join(unread)}, which Ring 2 did not read as speaking about the "
-                      f"question, from another source than the {len(sides)} that did; each "
-                      f"of the {len(recount)} sources is asked for its own answer")
+                      f"question, from {read}; each of the {len(recount)} sources is asked "
+                      "for its own answer")
             run.trace.gate = GateTrace(mode=run.trace.gate.mode, use_panel=use_panel,
                                        reasons=[*run.trace.gate.reasons, reason])
             return self._by_source(run, question, evidence, recount, use_panel,
