@@ -132,8 +132,8 @@ class PanelConsensus:
             question, context)
         position = {item.id: i for i, item in enumerate(evidence.items)}
         evidence.suspects = frozenset(position[i] for i in run.signals.flagged if i in position)
-        sides = evidence.sides([position[p.id] for p in context if p.id in position]
-                               ) if context else []
+        in_context = [position[p.id] for p in context if p.id in position]
+        sides = evidence.sides(in_context) if context else []
         use_panel, reasons = self.gate(run, context, sides)
         contested = len(sides) > 1
         run.trace.gate = GateTrace(mode=self.config.gate, use_panel=use_panel, reasons=reasons)
@@ -142,10 +142,10 @@ class PanelConsensus:
         result = self.consensus.decide(question, context, use_panel=use_panel,
                                        evidence=evidence, suspects=self._suspects(run))
         convened(run, [result])
-        recount = self._recount(evidence, context, result, position) if context else []
+        unread = [] if result.refused else unread_support(evidence, result, position)
+        recount = evidence.sides(in_context, answered=[position[i] for i in unread]
+                                 ) if unread else []
         if len(recount) > 1:
-            unread = [i for i in result.support
-                      if i in position and not evidence.claims[position[i]].relevance]
             read = (f"another source than the {len(sides)} that did" if sides
                     else "sources none of whose passages it read")
             reason = (f"contested after the answer: {result.answer!r} rests on "
@@ -159,21 +159,6 @@ class PanelConsensus:
         if result.verdict is not None:
             record_verdict(run, evidence, result.verdict)
         return self._finish(run, result, context)
-
-    @staticmethod
-    def _recount(evidence: Evidence, context: Sequence[ContextPassage],
-                 result: ConsensusResult, position: dict[str, int]) -> list[Source]:
-        """The sides again when the answer rests on context passages that share no term with
-        the question: the reader read them as answering it, so they speak about it (Ring 2
-        reads claims by the question's words, and a paraphrase or a misspelling has none of
-        them). Empty when the answer rests on no such passage, so the question stays as the
-        gate saw it; more than one side means it is contested after all."""
-        unread = [position[i] for i in result.support
-                  if i in position and not evidence.claims[position[i]].relevance]
-        if result.refused or not unread:
-            return []
-        return evidence.sides([position[p.id] for p in context if p.id in position],
-                              answered=unread)
 
     def _by_source(self, run: Run, question: str, evidence: Evidence, sides: list[Source],
                    use_panel: bool, prior: Sequence[Round] = (),
@@ -242,6 +227,16 @@ class PanelConsensus:
             run.calls.extend(vote_call(vote) for vote in round_.votes)
         citations = sorted({p.doc_id for p in context if p.id in set(result.support)})
         return Outcome(result.answer, result.refused, result.reason, citations)
+
+
+def unread_support(evidence: Evidence, result: ConsensusResult,
+                   position: dict[str, int]) -> list[str]:
+    """The passages an answer rests on that share no term with the question. The reader read
+    them as answering it, so they speak about it, and Ring 3 counts the sides again with them
+    (Ring 2 reads claims by the question's words, and a paraphrase or a misspelling has none
+    of them); more than one side then means the question is contested after all."""
+    return [i for i in result.support
+            if i in position and not evidence.claims[position[i]].relevance]
 
 
 def convened(run: Run, results: Sequence[ConsensusResult]) -> None:

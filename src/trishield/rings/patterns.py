@@ -161,7 +161,7 @@ def reads_as_words(decoded: str) -> bool:
 def decoded_blobs(text: str) -> list[str]:
     """Every base64 or hex blob in ``text`` that decodes to readable characters (decoded),
     whether or not it reads as words: injection phrases are looked for in all of them."""
-    payloads: list[str] = []
+    blobs: list[str] = []
     for match in _BASE64.finditer(text):
         blob = match.group()
         if blob.isalpha() and (blob.islower() or blob.isupper()):
@@ -171,12 +171,12 @@ def decoded_blobs(text: str) -> list[str]:
         except (binascii.Error, ValueError):
             decoded = None
         if decoded:
-            payloads.append(decoded)
+            blobs.append(decoded)
     for match in _HEX.finditer(text):
         decoded = _decodes_to_text(bytes.fromhex(match.group()))
         if decoded:
-            payloads.append(decoded)
-    return payloads
+            blobs.append(decoded)
+    return blobs
 
 
 def encoded_payloads(text: str) -> list[str]:

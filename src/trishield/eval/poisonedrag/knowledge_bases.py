@@ -253,7 +253,7 @@ def quarantined(directory: Path) -> list[str]:
     return json.loads((directory / MARKER).read_text()).get("quarantined", [])
 
 
-def screen_clean(base: Path, guard: GuardConfig | None = None, code: str = "") -> dict:
+def screen_clean(base: Path, guard: GuardConfig | None = None, *, code: str) -> dict:
     """Ring 1's ingest verdict on every clean passage of the base, as if each were written
     now: the false-positive side of detection at ingest (the benchmark writes the clean
     passages unscreened, as a KB that existed before the attack). Cached next to the base,
@@ -264,8 +264,7 @@ def screen_clean(base: Path, guard: GuardConfig | None = None, code: str = "") -
     from trishield.rings.ingest_guard import outlier_scores
 
     guard = guard or GuardConfig()
-    key = _fingerprint({"guard": asdict(guard), "code": code}) if code else _fingerprint(
-        asdict(guard))
+    key = _fingerprint({"guard": asdict(guard), "code": code})
     cache_path = base / f"screening-{key[:12]}.json"
     if cache_path.is_file():
         return json.loads(cache_path.read_text())

@@ -229,7 +229,7 @@ def _payload(options: PoisonedRAGOptions, blocks: list[Block], asked: dict[str, 
         "poisons": json.loads((path / kbs.MARKER).read_text())["poisons"],
         "quarantined": len(kbs.quarantined(path))}
         for (family, writers, guarded), path in sorted(family_kbs.items()) if guarded}
-    clean = kbs.screen_clean(base, config.guard, defense_code_sha256())
+    clean = kbs.screen_clean(base, config.guard, code=defense_code_sha256())
     clean_flagged = len(clean["would_quarantine"])
     for facts in ingest.values():
         caught = facts["quarantined"]
