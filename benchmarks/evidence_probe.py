@@ -48,6 +48,9 @@ def main() -> None:
     parser.add_argument("--benign", action="store_true", help="also the targets without poisons")
     parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/probe"))
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument("--answers", type=Path, default=None,
+                        help="also write every answer (block, target, answer or refusal reason, "
+                             "calls, the whole trace) as JSON lines, to read why")
     args = parser.parse_args()
     if args.targets < 1:
         parser.error("--targets must be at least 1")
@@ -83,6 +86,10 @@ def main() -> None:
     provenance = Provenance(args.work_dir / "keys", 0)
     config = PipelineConfig()
     rows = []
+    answers_out = None
+    if args.answers is not None:
+        args.answers.parent.mkdir(parents=True, exist_ok=True)
+        answers_out = args.answers.open("w", encoding="utf-8")
 
     def measure(label: str, ask, view: ConditionedKB | None) -> None:
         fooled = correct = refused = calls = 0
@@ -96,6 +103,11 @@ def main() -> None:
             correct += contains_answer(text, target.correct)
             refused += answer.refused
             calls += answer.trace.llm_calls + answer.trace.llm_calls_cached
+            if answers_out is not None:
+                record = {"block": label, "target": target.id, "question": target.question,
+                          "correct": target.correct, "incorrect": target.incorrect,
+                          **answer.as_dict()}
+                answers_out.write(json.dumps(record, sort_keys=True, default=str) + "\n")
         n = len(chosen)
         row = {"block": label, "n": n, "asr": None if view is None else fooled / n,
                "accuracy": correct / n, "refused": refused / n, "llm_calls_per_question":
@@ -128,6 +140,8 @@ def main() -> None:
                     measure(f"{family} / {writers} / {defense}",
                             make_asker(defense, view, panel, config,
                                        second_reader=second), view)
+    if answers_out is not None:
+        answers_out.close()
     if args.out is not None:
         args.out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
 

@@ -106,17 +106,90 @@ def test_near_duplicates_from_many_writers_count_once() -> None:
     assert len(lie.sources) == 1  # but their answers count once
 
 
+DAY = 86_400.0
+
+
 def test_independent_sybils_with_no_record_lose_to_an_established_writer() -> None:
-    """Five distinct one-document writers against a writer with a long record whose passage
-    was in the KB first: precedence and track record outweigh the sybils' number."""
-    items = [_item(0, TRUE, "wiki", at=1.0)] + [_item(i + 1, lie, f"sybil{i}", at=100.0 + i)
-                                                for i, lie in enumerate(LIES)]
+    """Five distinct one-document writers, days apart, against a writer with a long record
+    whose passage was in the KB first: precedence and track record outweigh their number."""
+    items = [_item(0, TRUE, "wiki", at=1.0)] + [
+        _item(i + 1, lie, f"sybil{i}", at=100.0 + 2 * DAY * i) for i, lie in enumerate(LIES)]
     records = {"wiki": 5000, **{f"sybil{i}": 1 for i in range(5)}}
     evidence = Evidence(QUESTION, items, _orthogonal(len(items)), records)
     verdict = evidence.judge(_claims(evidence))
     assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
     assert verdict.support.sources[0].established
     assert verdict.opposition is not None and len(verdict.opposition.sources) == 5
+
+
+def _sleepers(spacing: float) -> Evidence:
+    """The truth by an established writer, then five writers with long records (sleepers),
+    each posting one distinct paraphrase of the lie, ``spacing`` seconds apart."""
+    items = [_item(0, TRUE, "wiki", at=1.0)] + [
+        _item(i + 1, lie, f"sleeper{i}", at=10 * DAY + spacing * i, batch=i + 10)
+        for i, lie in enumerate(LIES)]
+    records = {"wiki": 5000, **{f"sleeper{i}": 1000 for i in range(5)}}
+    return Evidence(QUESTION, items, _orthogonal(len(items)), records)
+
+
+def test_sleepers_posting_together_count_once() -> None:
+    """Five writers with full track records write the lie within minutes of each other: by
+    writer and record they are five sources (5.0 against the archive's 2.0), but the burst is
+    one, so the archive that stood first is given."""
+    evidence = _sleepers(spacing=60.0)
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
+    assert verdict.opposition is not None
+    (burst,) = verdict.opposition.sources
+    assert burst.burst and len(burst.writers) == 5 and burst.weight == pytest.approx(1.0)
+    row = burst.as_dict(evidence.items)
+    assert row["burst"] is True and len(row["passages"]) == 5
+
+
+def test_sleepers_a_day_apart_are_independent_again() -> None:
+    """The window is the price of the rule, not a wall: writers who wait more than a day
+    between posts are separate sources again, and five full records then overturn one
+    established source (the documented limit)."""
+    evidence = _sleepers(spacing=DAY + 1)
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.support.label == "Marco Bellini" and verdict.outcome == "stands"
+    assert len(verdict.support.sources) == 5
+    assert not any(source.burst for source in verdict.support.sources)
+
+
+def test_a_burst_chains_and_the_window_can_be_turned_off() -> None:
+    """Each post within the window of the previous one chains the whole run (spacing 20 h
+    spans 80 h); ``burst_window_s = 0`` restores one source per writer."""
+    chained = _sleepers(spacing=20 * 3600.0)
+    assert len(chained.sources([1, 2, 3, 4, 5], [0])) == 1
+    items = chained.items
+    off = Evidence(QUESTION, items, _orthogonal(len(items)),
+                   {"wiki": 5000, **{f"sleeper{i}": 1000 for i in range(5)}},
+                   EvidenceConfig(burst_window_s=0))
+    assert len(off.sources([1, 2, 3, 4, 5], [0])) == 5
+
+
+def test_sources_that_stood_first_are_never_merged_by_time() -> None:
+    """Independent witnesses that were in the KB before the opposing claim keep their own
+    weight even if they wrote on one day: what stood before a dispute was not written for
+    it. Newcomers of the same day against them still count once."""
+    items = [_item(0, TRUE, "archive", at=1.0), _item(1, TRUE + " Source one.", "library",
+                                                      at=2.0),
+             *[_item(i + 2, lie, f"sleeper{i}", at=DAY + i) for i, lie in enumerate(LIES)]]
+    evidence = Evidence(QUESTION, items, _orthogonal(len(items)), None)
+    truth = evidence.sources([0, 1], [2, 3, 4, 5, 6])
+    assert len(truth) == 2 and all(s.established and not s.burst for s in truth)
+    lie = evidence.sources([2, 3, 4, 5, 6], [0, 1])
+    assert len(lie) == 1 and lie[0].burst
+    # passages without a time are never in a burst
+    untimed = [_item(i, lie, f"w{i}") for i, lie in enumerate(LIES)]
+    assert len(Evidence(QUESTION, untimed, _orthogonal(5), None).sources(range(5))) == 5
+
+
+def test_sides_are_asked_per_origin_whatever_their_timing() -> None:
+    """A burst is a weighing rule: each origin is still asked for its own answer, since a
+    writer in the burst may say something else."""
+    assert len(_sleepers(spacing=60.0).sides()) == 6
 
 
 @pytest.mark.parametrize("liars", [1, 5, 20, 60])

@@ -159,6 +159,9 @@ class SourceRow(_Row):
     tier: str
     record: float
     established: bool
+    burst: bool = False
+    """Several writers' passages counted as one source: they entered the knowledge base
+    within the evidence's ``burst_window_s`` of each other (docs/design.md, "Evidence")."""
     weight: float
 
 

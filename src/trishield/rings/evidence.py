@@ -6,6 +6,9 @@ independent evidence supports it, not because many passages say it. Three rules:
 * **Independence.** Passages that share a writer, an ingest batch, or are near-duplicates of
   each other (embedding cosine >= ``near_duplicate``) are one source: five paraphrases of one
   lie from one writer, or five sybil writers posting one template, count once.
+* **Time.** Sources of one claim that entered the knowledge base within ``burst_window_s`` of
+  each other (a burst) count once, unless they stood before the opposing claim: five writers
+  posting one answer within minutes look coordinated, whatever records they built first.
 * **Weight.** A source weighs ``tier_weight[tier] * record * precedence``: its best tier; its
   writer's track record (``log(1+n)/log(1+record_full)`` for ``n`` documents stored, floored at
   ``record_floor``: a writer with one document is a weak witness); and ``precedence`` when it
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Annotated, Literal
 
 import numpy as np
@@ -62,6 +66,17 @@ class EvidenceConfig:
     """Context passages per near-duplicate cluster: the context holds distinct evidence."""
     per_writer: Annotated[int, Field(ge=1)] = 2
     """Context passages per writer while other writers' passages remain in the pool."""
+    burst_window_s: Annotated[float, Field(ge=0)] = 86_400.0
+    """Sources of one claim whose first passages entered the knowledge base within this many
+    seconds of each other (chained: each within the window of the previous one) are one
+    source, unless they are established (in the knowledge base before any passage of the
+    opposing claim). Why: independence is also a matter of time. Sleeper writers who built
+    track records and then post one answer together are separate writers with separate
+    records, so only their timing shows the coordination; independent witnesses rarely
+    write about one question on the same day. A day, not a tuned figure: an attacker must
+    now space its writers a day apart, and a genuine update written by several writers in
+    one day weighs as one source until it is corroborated later or by a higher tier. 0 turns
+    the rule off."""
     flagged_weight: Annotated[float, Field(gt=0, le=1)] = 0.25
     """Weight factor for a source with a passage Ring 1 flagged but let through (suspect
     form: an instruction, a pasted question): it counts as little as an untrusted writer's
@@ -105,11 +120,14 @@ class Source:
     earliest: float | None
     weight: float = 0.0
     established: bool = False
+    burst: bool = False
+    """Several origins merged because they wrote within ``burst_window_s`` of each other."""
 
     def as_dict(self, items: Sequence[Item]) -> dict[str, object]:
         return {"passages": [items[i].id for i in self.members], "writers": list(self.writers),
                 "tier": self.tier, "record": round(self.record, 4),
-                "established": self.established, "weight": round(self.weight, 4)}
+                "established": self.established, "burst": self.burst,
+                "weight": round(self.weight, 4)}
 
 
 @dataclass(frozen=True)
@@ -261,13 +279,15 @@ class Evidence:
         opposed_since = [self.items[o].ingested_at for o in opponents
                          if self.items[o].ingested_at is not None]
         first_opposed = min(opposed_since) if opposed_since else None
+        groups = [(group, False) for group in
+                  self.components(members, self.same_origin if by_origin else self.linked)]
+        if not by_origin:
+            groups = self._bursts(groups, first_opposed)
         found = []
-        for group in self.components(members, self.same_origin if by_origin else self.linked):
+        for group, burst in groups:
             writers = tuple(sorted({self.items[i].writer for i in group}))
             tier = max((self.items[i].tier for i in group), key=TIER_ORDER.__getitem__)
-            times = [self.items[i].ingested_at for i in group
-                     if self.items[i].ingested_at is not None]
-            earliest = min(times) if times else None
+            earliest = self._earliest(group)
             established = (first_opposed is not None and earliest is not None
                            and earliest < first_opposed)
             standing = max(self.records[w] for w in writers)
@@ -275,8 +295,54 @@ class Evidence:
                       * standing * (self.config.precedence if established else 1.0)
                       * (self.config.flagged_weight if self.suspects.intersection(group)
                          else 1.0))
-            found.append(Source(group, writers, tier, standing, earliest, weight, established))
+            found.append(Source(group, writers, tier, standing, earliest, weight, established,
+                                burst))
         return tuple(found)
+
+    def _earliest(self, group: Sequence[int]) -> float | None:
+        times = [self.items[i].ingested_at for i in group
+                 if self.items[i].ingested_at is not None]
+        return min(times) if times else None
+
+    def _bursts(self, groups: list[tuple[tuple[int, ...], bool]],
+                first_opposed: float | None) -> list[tuple[tuple[int, ...], bool]]:
+        """Merge the groups that are not established and whose first passages entered the
+        knowledge base within ``burst_window_s`` of each other (chained in time order) into
+        one group each, flagged as a burst. Established groups (in the KB before the opposing
+        claim) and groups of unknown time stay as they are: what stood before the dispute was
+        not written for it. Groups keep their first-member order, a burst taking the place
+        of its earliest group."""
+        window = self.config.burst_window_s
+        timed = []
+        for position, (group, _) in enumerate(groups):
+            earliest = self._earliest(group)
+            if earliest is not None and not (first_opposed is not None
+                                             and earliest < first_opposed):
+                timed.append((earliest, position))
+        if window <= 0 or len(timed) < 2:
+            return groups
+        timed.sort()
+        merged: dict[int, list[int]] = {}  # first position of a burst -> its positions
+        run = [timed[0][1]]
+        for (before, _), (at, position) in pairwise(timed):
+            if at - before <= window:
+                run.append(position)
+                continue
+            merged[min(run)] = run
+            run = [position]
+        merged[min(run)] = run
+        absorbed = {p for first, run in merged.items() for p in run if p != first}
+        result = []
+        for position, (group, burst) in enumerate(groups):
+            if position in absorbed:
+                continue
+            run = merged.get(position, [position])
+            if len(run) == 1:
+                result.append((group, burst))
+                continue
+            union = tuple(sorted(i for p in run for i in groups[p][0]))
+            result.append((union, True))
+        return result
 
     # -- claims -----------------------------------------------------------------------------
     def claim_groups(self, members: Sequence[int]) -> list[list[int]]:
