@@ -115,9 +115,13 @@ def _cli(*args: str, pause: str | None = None) -> subprocess.Popen:
     environment = {key: value for key, value in os.environ.items() if key != FAULT_PAUSE_ENV}
     if pause:
         environment[FAULT_PAUSE_ENV] = pause
+    # A suite started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and a child Python keeps an ignored SIGINT ignored (no KeyboardInterrupt): give the CLI
+    # the default disposition, as a terminal would.
     return subprocess.Popen([sys.executable, "-m", "trishield.cli", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=environment)
+                            env=environment,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for(process: subprocess.Popen, marker: str, timeout: float = 240.0) -> None:
@@ -144,7 +148,12 @@ def test_sigint_to_the_cli_mid_ingest_keeps_the_first_batch(tmp_path: Path, phas
     process = _cli(*command, pause=phase)
     _wait_for(process, f"FAULT-PAUSE {phase.split('#')[0]}")
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    finally:  # never leave a paused CLI behind
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert process.returncode == 130, stderr
     assert "interrupted: kept 1 committed batch(es)" in stderr
     assert "4 document(s) not ingested yet" in stderr and "Run the same command again" in stderr

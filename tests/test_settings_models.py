@@ -89,7 +89,7 @@ def test_overrides_are_validated_in_one_place() -> None:
     ({"ring3": {"tau": 0}}, "[ring3] tau: must be above 0 and at most 1, got 0"),
     ({"ring3": {"low_trust_tiers": "untrusted"}}, "[ring3] low_trust_tiers: must be a list"),
     ({"ring1": {"patterns": {}}}, "[ring1] unknown key 'patterns'; allowed: flag_theta,"),
-    ({"retrieval": {"bogus": 1}}, "allowed: backend, context, detect_conflicts"),
+    ({"retrieval": {"bogus": 1}}, "allowed: backend, burst_window_s, context, detect_conflicts"),
     ({"panel": {"members": [""]}}, "[panel] members: must be a list of model names"),
     ({"panel": {"second_reader": ""}}, "[panel] second_reader: must be a model name or 'none'"),
     ({"panel": {"second_reader": 3}}, "[panel] second_reader: must be a model name or 'none'"),
