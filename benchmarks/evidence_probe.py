@@ -38,6 +38,10 @@ def main() -> None:
                         choices=("attacker", "sybil", "sleeper"),
                         help="who writes the poisons (sleeper: five writers with a track "
                              "record, see --sleeper-documents)")
+    parser.add_argument("--provenance", default="neutral",
+                        help="the provenance setting of the attacked blocks (conditions.py: "
+                             "neutral, untrusted, trusted-clean, forged, forged-unchecked); "
+                             "other than neutral only with --writers attacker")
     parser.add_argument("--sleeper-documents", type=int, default=None,
                         help="benign documents each sleeper stores first (default: "
                              "knowledge_bases.SLEEPER_DOCUMENTS)")
@@ -62,6 +66,7 @@ def main() -> None:
 
     from trishield.answers import contains_answer
     from trishield.defenses.retrievers import KBRetriever
+    from trishield.errors import InputError
     from trishield.eval.poisonedrag import knowledge_bases as kbs
     from trishield.eval.poisonedrag.attacks import get_family, load_targets, seeded_order
     from trishield.eval.poisonedrag.conditions import Condition, ConditionedKB
@@ -74,6 +79,11 @@ def main() -> None:
     families = args.family or ["claim-only"]
     for family in families:
         get_family(family)  # a clear error for an unknown family
+    for writers in args.writers or ["attacker"]:  # and for a condition that is not defined
+        try:
+            Condition("probe", families[0], args.provenance, writers=writers)
+        except InputError as error:
+            parser.error(str(error))
     targets = load_targets()
     chosen = seeded_order(targets, 0)[args.skip:args.skip + args.targets]
     if not chosen:
@@ -135,9 +145,11 @@ def main() -> None:
                                         guarded=guarded, writers=writers,
                                         sleeper_documents=sleepers)
                 with KnowledgeBase.open(path) as kb:
-                    view = ConditionedKB(kb, Condition(family, family, "neutral",
+                    view = ConditionedKB(kb, Condition(family, family, args.provenance,
                                                        writers=writers), provenance, k=5)
-                    measure(f"{family} / {writers} / {defense}",
+                    shown = writers if args.provenance == "neutral" else (
+                        f"{writers} / {args.provenance}")
+                    measure(f"{family} / {shown} / {defense}",
                             make_asker(defense, view, panel, config,
                                        second_reader=second), view)
     if answers_out is not None:

@@ -230,3 +230,25 @@ def test_sleepers_posting_together_are_one_source_and_the_archive_stands(
     assert len(verdict.opposition.sources[0].writers) >= 2
     assert apart.refused and "conflicting sources" in apart.reason, apart.reason
     assert "Bellini" not in (apart.answer or "")
+
+
+@pytest.mark.parametrize("documents", [1, 2, 4])
+def test_an_untrusted_writer_alone_is_not_believed_however_many_documents(
+        tmp_path: Path, documents: int) -> None:
+    """No clean passage answers; one untrusted writer states the lie in distinct styles (no
+    near-duplicates, so each can reach the context). One document or four, it is one
+    low-trust source, and the answer is refused naming it: the first version counted
+    documents and gave the lie once it was split over two. (The first styled lie pastes the
+    question in and Ring 1 blocks it at query time, so it is left out.)"""
+    lies = STYLED_LIES[1:1 + documents]
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)],
+                  tier="neutral", writer="library")
+        kb.ingest([Document(id=f"lie-{n}", text=lie) for n, lie in enumerate(lies)],
+                  tier="untrusted", writer="mallory")
+        reader = FooledReader("Marco Bellini", ExtractiveReader())  # every lie states it
+        answer = build_defense("full", kb, [reader]).ask(QUESTION)
+    assert answer.refused, answer.answer
+    assert "single low-trust source" in answer.reason, answer.reason
+    named = ", ".join(f"lie-{n}" for n in range(documents))
+    assert (f"(writer mallory: {named})" if documents > 1 else "(lie-0)") in answer.reason

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -31,7 +31,9 @@ from trishield.rings.consensus import (
     context_evidence,
     drop_least_trusted,
     group_answers,
+    lone_low_trust_source,
 )
+from trishield.rings.evidence import Evidence, Item
 from trishield.rings.ingest_guard import (
     HEAPS_EXPONENT,
     HEAPS_K,
@@ -391,6 +393,49 @@ def test_retry_drops_the_least_trusted_third_once() -> None:
     assert drop_least_trusted(CONTEXT, 1 / 3) == CONTEXT[:2]
 
 
+def _untrusted(pid: str, writer: str, text: str = "Chicago Fire season 4 has 24 episodes.",
+               ) -> ContextPassage:
+    return ContextPassage(pid, pid.split("#")[0], "untrusted", 0.2, text, writer)
+
+
+def test_one_untrusted_writer_is_one_source_however_many_documents() -> None:
+    """The single-low-trust-source rule counts independent sources, not documents: a lie split
+    over two documents of one untrusted writer is still one witness. Two untrusted writers
+    with nothing linking them are two; and without the pool (no evidence) or without a
+    writer, documents are the unit as before."""
+    panel = [ScriptedReader("a", lambda ids: "24")]
+    config = ConsensusConfig(retry=False)
+    one_writer = [_untrusted("lie1#0", "mallory"),
+                  _untrusted("lie2#0", "mallory", "Season 4 of Chicago Fire: 24 episodes.")]
+    result = Consensus(panel, config).decide("how many episodes", one_writer)
+    assert result.refused and "single low-trust source (writer mallory: lie1, lie2)" in \
+        result.reason
+    two_writers = [_untrusted("lie1#0", "mallory"),
+                   _untrusted("lie2#0", "trudy", "Season 4 of Chicago Fire: 24 episodes.")]
+    assert Consensus(panel, config).decide("how many episodes", two_writers).answer == "24"
+    without_pool = Consensus(panel, config).check_evidence("how many episodes", ["24"],
+                                                           one_writer, [])
+    assert without_pool.answer == "24"
+    evidence = context_evidence("how many episodes", one_writer)
+    assert Consensus(panel, config).check_evidence("how many episodes", ["24"], one_writer, [],
+                                                   evidence).refused
+
+
+def test_a_burst_of_untrusted_writers_is_one_low_trust_source() -> None:
+    """Untrusted writers who post one answer within a day of each other are one source
+    (the evidence's burst rule), so their agreement is no corroboration."""
+    items = [Item(f"lie{n}#0", f"lie{n}", f"sybil{n}", "untrusted",
+                  "Chicago Fire season 4 has 24 episodes.", n + 1, 1000.0 + n)
+             for n in range(3)]
+    evidence = Evidence("how many episodes", items, None, None)
+    passages = [_untrusted(f"lie{n}#0", f"sybil{n}") for n in range(3)]
+    assert "writers sybil0, sybil1, sybil2" in (
+        lone_low_trust_source(passages, evidence, ("untrusted",)) or "")
+    apart = [replace(item, ingested_at=2 * 86_400.0 * n) for n, item in enumerate(items)]
+    assert lone_low_trust_source(passages, Evidence("how many episodes", apart, None, None),
+                                 ("untrusted",)) is None
+
+
 def test_unstated_answers_after_retry_refuse() -> None:
     panel = [ScriptedReader("a", lambda ids: "25"), ScriptedReader("b", lambda ids: "26"),
              ScriptedReader("c", lambda ids: "27")]
@@ -690,3 +735,17 @@ def test_a_function_word_is_no_content_term_as_written_or_stemmed() -> None:
     passage = _passage("p#0", 1.0, "The war of 1812 ended it.")
     assert supporting_passages("Because of the war of 1812", [passage], "Why did it end?")
     assert offered_terms("The others", "is it these or the others") == []
+
+
+def test_no_retry_when_the_whole_context_is_one_low_trust_source() -> None:
+    """Dropping the least-trusted third of one untrusted writer's passages leaves the same
+    writer, whose answer cannot be given: the panel is not asked again."""
+    panel = [ScriptedReader(n, lambda ids: "24") for n in "abc"]
+    one_writer = [_untrusted("lie1#0", "mallory"),
+                  _untrusted("lie2#0", "mallory", "Season 4 of Chicago Fire: 24 episodes.")]
+    result = Consensus(panel).decide("how many episodes", one_writer)
+    assert result.refused and "single low-trust source" in result.reason
+    assert len(result.rounds) == 1 and not result.retried
+    assert all(member.calls == 1 for member in panel)
+    mixed = [*one_writer, CONTEXT[0]]  # another source in the context: the retry may help
+    assert len(Consensus(panel).decide("how many episodes", mixed).rounds) == 2

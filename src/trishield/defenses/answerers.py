@@ -170,6 +170,7 @@ class PanelConsensus:
         claims: dict[str, list[int]] = {}
         rounds: list[Round] = list(prior)
         silent: list[Source] = []
+        distrusted: list[Source] = []  # answered, but on a single low-trust source alone
         # whether the prior rounds or any source's question went to the second reader
         for source in sides[:self.config.max_sources]:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
@@ -182,6 +183,8 @@ class PanelConsensus:
             escalated = escalated or heard.escalated
             if heard.refused or heard.answer is None:
                 silent.append(source)
+                if "single low-trust source" in heard.reason:
+                    distrusted.append(source)
                 continue
             label = next((known for known in claims
                           if same_answer(known, heard.answer, question)), heard.answer)
@@ -192,8 +195,13 @@ class PanelConsensus:
             if len(stated) == 1:
                 claims[stated[0]].extend(source.members)
         if not claims:
+            why = "every source declined"
+            if distrusted:
+                named = "; ".join("+".join(source.writers) for source in distrusted)
+                why = (f"{len(silent) - len(distrusted)} declined, {len(distrusted)} answered "
+                       f"on a single low-trust source alone ({named})")
             result = ConsensusResult(None, True, "no independent source about the question "
-                                     "gives an answer (every source declined)", rounds)
+                                     f"gives an answer ({why})", rounds)
             return self._finish(run, result, [], escalated=escalated)
         verdict = evidence.judge(claims)
         record_verdict(run, evidence, verdict)
@@ -210,7 +218,7 @@ class PanelConsensus:
         winners = [evidence_passage(evidence.items[i])
                    for source in verdict.support.sources for i in source.members]
         result = self.consensus.check_evidence(question, [verdict.support.label], winners,
-                                               rounds)
+                                               rounds, evidence)
         if not result.refused:
             result.reason = f"weighed: {verdict.reason}"
         return self._finish(run, result, winners, escalated=escalated)

@@ -261,6 +261,35 @@ def same_source(evidence: Evidence, first: Sequence[ContextPassage],
     return covered(ours, theirs) or covered(theirs, ours)
 
 
+def lone_low_trust_source(support: Sequence[ContextPassage], evidence: Evidence | None,
+                          low_trust_tiers: Collection[str]) -> str | None:
+    """What to call the one low-trust source all of ``support`` is, or None when the support
+    holds a passage of a better tier or more than one independent source.
+
+    One *source*, not one document (the paper's rule counted documents): an untrusted writer
+    who splits a lie over two documents, or posts it twice, is still one witness, and so are
+    near-duplicates and a burst of writers posting together (:class:`Evidence`'s
+    independence, from ``evidence``, the pool the support came from). Without the pool, or for
+    a passage of unknown writer (given from outside a KB), documents are the unit as before."""
+    if not support or any(p.tier not in low_trust_tiers for p in support):
+        return None
+    documents = sorted({p.doc_id for p in support})
+    if len(documents) == 1:
+        return documents[0]
+    if evidence is None:
+        return None
+    position = {item.id: i for i, item in enumerate(evidence.items)}
+    members = [position.get(p.id) for p in support]
+    if any(m is None or not evidence.items[m].writer for m in members):
+        return None
+    sources = evidence.sources(sorted({m for m in members if m is not None}))
+    if len(sources) != 1:
+        return None
+    writers = ", ".join(sources[0].writers)
+    return f"{'writers' if len(sources[0].writers) > 1 else 'writer'} {writers}: " + \
+        ", ".join(documents)
+
+
 class Consensus:
     """The panel's rounds, settled on the evidence; ``second_reader`` (optional) is asked only
     when a round leaves no stated claim (see the module docstring)."""
@@ -332,7 +361,8 @@ class Consensus:
             else:
                 heard.reason += f" (by the second reader, {second.name}: {why})"
             result = heard
-        if result.refused and self.config.retry and use_panel and len(passages) > 1:
+        if (result.refused and self.config.retry and use_panel and len(passages) > 1
+                and not self._one_low_trust_source(passages, evidence)):
             current = drop_least_trusted(passages, self.config.drop_fraction)
             rounds.append(self._round(question, current, members))
             result = self._settle(question, rounds, current, evidence, members)
@@ -340,6 +370,15 @@ class Consensus:
                 result.reason += " (also after dropping the least-trusted third)"
         return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated,
                        convened=convened)
+
+    def _one_low_trust_source(self, passages: Sequence[ContextPassage],
+                              evidence: Evidence) -> bool:
+        """Whether the whole context is one low-trust source: then no answer from it can be
+        given (:meth:`_given`), and dropping its least-trusted third changes nothing, so the
+        retry would only spend calls (a contested question asks each source alone)."""
+        return (self.config.require_support
+                and lone_low_trust_source(passages, evidence, self.config.low_trust_tiers)
+                is not None)
 
     def _second_reader_needed(self, result: ConsensusResult) -> str | None:
         """Why the second reader is asked, or None: there is one, the round refused, and either
@@ -367,7 +406,7 @@ class Consensus:
                                    verdict=verdict, disputed=disputed)
         final.winner = chosen.answer
         reason = ("agreed" if verdict is None else f"weighed: {verdict.reason}")
-        return self._given(chosen.answer, chosen.support, rounds, reason, verdict)
+        return self._given(chosen.answer, chosen.support, rounds, reason, verdict, evidence)
 
     def _unstated(self, question: str, rounds: list[Round], passages: Sequence[ContextPassage],
                   evidence: Evidence, members: Sequence[Reader]) -> ConsensusResult:
@@ -427,16 +466,20 @@ class Consensus:
         sources = ", ".join(p.id for p in decided[answer])
         return self._given(answer, decided[answer], rounds,
                            f"decided by the context: '{answer}' by {sources}, and no passage "
-                           f"read the other way; the readers' answer '{given}' is in no passage")
+                           f"read the other way; the readers' answer '{given}' is in no passage",
+                           evidence=evidence)
 
     def _given(self, answer: str, support: Sequence[ContextPassage], rounds: list[Round],
-               reason: str, verdict: Verdict | None = None) -> ConsensusResult:
-        """``answer``, stated by ``support``, unless all of it is one low-trust document."""
+               reason: str, verdict: Verdict | None = None,
+               evidence: Evidence | None = None) -> ConsensusResult:
+        """``answer``, stated by ``support``, unless all of it is one low-trust source
+        (:func:`lone_low_trust_source`)."""
         support_ids = [p.id for p in support]
-        if (self.config.require_support and len({p.doc_id for p in support}) == 1
-                and all(p.tier in self.config.low_trust_tiers for p in support)):
+        lone = (lone_low_trust_source(support, evidence, self.config.low_trust_tiers)
+                if self.config.require_support else None)
+        if lone is not None:
             return ConsensusResult(None, True, f"insufficient evidence: the answer {answer!r} "
-                                   f"rests on a single low-trust source ({support[0].doc_id})",
+                                   f"rests on a single low-trust source ({lone})",
                                    rounds, support_ids, verdict=verdict)
         return ConsensusResult(answer, False, reason, rounds, support_ids, verdict=verdict)
 
@@ -466,14 +509,15 @@ class Consensus:
         return None, verdict, one_source
 
     def check_evidence(self, question: str, answers: Sequence[str],
-                       passages: Sequence[ContextPassage],
-                       rounds: list[Round]) -> ConsensusResult:
+                       passages: Sequence[ContextPassage], rounds: list[Round],
+                       evidence: Evidence | None = None) -> ConsensusResult:
         """Whether the answer (the first of ``answers`` a passage states) is stated by
-        ``passages``: the last check before a weighed claim is given."""
+        ``passages``: the last check before a weighed claim is given. ``evidence``: the pool
+        the passages came from, which tells whether several of them are one source."""
         answer, support = first_stated(answers, passages, question)
         if not support:
             if self.config.require_support:
                 return ConsensusResult(None, True, f"insufficient evidence: no context passage "
                                        f"supports the answer {answer!r}", rounds)
             return ConsensusResult(answer, False, "agreed", rounds)
-        return self._given(answer, support, rounds, "agreed")
+        return self._given(answer, support, rounds, "agreed", evidence=evidence)
