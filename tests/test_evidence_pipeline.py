@@ -252,3 +252,34 @@ def test_an_untrusted_writer_alone_is_not_believed_however_many_documents(
     assert "single low-trust source" in answer.reason, answer.reason
     named = ", ".join(f"lie-{n}" for n in range(documents))
     assert (f"(writer mallory: {named})" if documents > 1 else "(lie-0)") in answer.reason
+
+
+class _DecliningReader:
+    """Test double for a model that finds no answer in what it is shown."""
+
+    name, vendor, uses_llm = "declining", "test double", False
+
+    def answer(self, question, passages):
+        from trishield.llm.base import ReaderAnswer
+        return ReaderAnswer(text="", citations=[], refused=True, raw="I don't know",
+                            prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False,
+                            model=self.name)
+
+
+def test_a_contested_refusal_names_the_source_that_answered_on_low_trust_alone(
+        tmp_path: Path) -> None:
+    """The archive speaks about the bridge but does not say who designed it (its source
+    declines); the untrusted writer answers, from its own passages only. That answer is no
+    claim, and the refusal says so rather than "every source declined"."""
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
+                  + [Document(id="halden-bridge", text="The Halden Bridge over the Tista river "
+                              "opened to traffic in 1912; who designed it is not recorded.")],
+                  tier="neutral", writer="archive")
+        kb.ingest([Document(id=f"lie-{n}", text=lie) for n, lie in enumerate(STYLED_LIES[1:3])],
+                  tier="untrusted", writer="mallory")
+        reader = FooledReader("Marco Bellini", _DecliningReader())
+        answer = build_defense("full", kb, [reader]).ask(QUESTION)
+    assert answer.refused, answer.answer
+    assert "1 answered on a single low-trust source alone: mallory" in answer.reason, \
+        answer.reason

@@ -199,7 +199,7 @@ class PanelConsensus:
             if distrusted:
                 named = "; ".join("+".join(source.writers) for source in distrusted)
                 why = (f"{len(silent) - len(distrusted)} declined, {len(distrusted)} answered "
-                       f"on a single low-trust source alone ({named})")
+                       f"on a single low-trust source alone: {named}")
             result = ConsensusResult(None, True, "no independent source about the question "
                                      f"gives an answer ({why})", rounds)
             return self._finish(run, result, [], escalated=escalated)
