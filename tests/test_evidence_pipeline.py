@@ -230,6 +230,12 @@ def test_sleepers_posting_together_are_one_source_and_the_archive_stands(
     assert len(verdict.opposition.sources[0].writers) >= 2
     assert apart.refused and "conflicting sources" in apart.reason, apart.reason
     assert "Bellini" not in (apart.answer or "")
+    from rich.console import Console
+
+    from trishield.trace_view import render_answer
+    console = Console(record=True, width=200)
+    render_answer(console, answer)  # what `trishield ask --trace` prints
+    assert "one burst" in console.export_text()
 
 
 @pytest.mark.parametrize("documents", [1, 2, 4])

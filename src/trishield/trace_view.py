@@ -69,7 +69,8 @@ def _evidence_table(evidence: EvidenceTrace) -> Table:
             [("runner-up", verdict.opposition)] if verdict.opposition is not None else [])
         for side, claim in sides:
             sources = "; ".join(f"{'+'.join(s.writers)} ({s.tier}, {len(s.passages)} "
-                                f"passage(s), {s.weight:.2f})" for s in claim.sources)
+                                f"passage(s), {s.weight:.2f}"
+                                f"{', one burst' if s.burst else ''})" for s in claim.sources)
             table.add_row(verdict.outcome, side,
                           _short(claim.claim, 40), claim.top_tier or "-",
                           f"{claim.weight:.2f}", _short(sources or "none", 90))

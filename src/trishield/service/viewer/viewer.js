@@ -404,7 +404,8 @@ function claimColumn(side, claim, cls) {
     lines: ["weight " + num(claim.weight, 2) + ", top tier " + (claim.top_tier || "-")].concat(
       claim.sources.map((s) => "source: " + s.writers.join("+") + " (" + s.tier + ", " +
         s.passages.length + " passage(s), weight " + num(s.weight, 2) +
-        (s.established ? ", established" : "") + ")")),
+        (s.established ? ", established" : "") +
+        (s.burst ? ", one burst: posted within a day of each other" : "") + ")")),
     passages: [...new Set(claim.sources.flatMap((s) => s.passages))],
     open: true,
   };
