@@ -229,6 +229,12 @@ def shared_answers(claims: Sequence[PassageClaim], members: Sequence[int]) -> np
     return (incidence @ incidence.T) > 0
 
 
+def _stood_first(earliest: float | None, first_opposed: float | None) -> bool:
+    """Whether a source whose first passage entered the KB at ``earliest`` was there before
+    any passage of the opposing claim (``first_opposed``): it stood uncontested."""
+    return first_opposed is not None and earliest is not None and earliest < first_opposed
+
+
 class Evidence:
     """The pool as evidence for one question: each passage's claim and who is independent of
     whom. Built once per question by Ring 2 and read again by Ring 3."""
@@ -279,17 +285,16 @@ class Evidence:
         opposed_since = [self.items[o].ingested_at for o in opponents
                          if self.items[o].ingested_at is not None]
         first_opposed = min(opposed_since) if opposed_since else None
-        groups = [(group, False) for group in
-                  self.components(members, self.same_origin if by_origin else self.linked)]
-        if not by_origin:
-            groups = self._bursts(groups, first_opposed)
+        found_groups = self.components(members,
+                                       self.same_origin if by_origin else self.linked)
+        groups = (self._bursts(found_groups, first_opposed) if not by_origin
+                  else [(group, False) for group in found_groups])
         found = []
         for group, burst in groups:
             writers = tuple(sorted({self.items[i].writer for i in group}))
             tier = max((self.items[i].tier for i in group), key=TIER_ORDER.__getitem__)
             earliest = self._earliest(group)
-            established = (first_opposed is not None and earliest is not None
-                           and earliest < first_opposed)
+            established = _stood_first(earliest, first_opposed)
             standing = max(self.records[w] for w in writers)
             weight = (self.config.tier_weight.get(tier, self.config.tier_weight["untrusted"])
                       * standing * (self.config.precedence if established else 1.0)
@@ -304,45 +309,36 @@ class Evidence:
                  if self.items[i].ingested_at is not None]
         return min(times) if times else None
 
-    def _bursts(self, groups: list[tuple[tuple[int, ...], bool]],
-                first_opposed: float | None) -> list[tuple[tuple[int, ...], bool]]:
-        """Merge the groups that are not established and whose first passages entered the
-        knowledge base within ``burst_window_s`` of each other (chained in time order) into
-        one group each, flagged as a burst. Established groups (in the KB before the opposing
-        claim) and groups of unknown time stay as they are: what stood before the dispute was
-        not written for it. Groups keep their first-member order, a burst taking the place
-        of its earliest group."""
+    def _bursts(self, groups: list[tuple[int, ...]], first_opposed: float | None
+                ) -> list[tuple[tuple[int, ...], bool]]:
+        """``groups`` with those that are not established and whose first passages entered
+        the knowledge base within ``burst_window_s`` of each other (chained in time order)
+        merged, each merged group flagged as a burst. Established groups (in the KB before
+        the opposing claim) and groups of unknown time stay as they are: what stood before
+        the dispute was not written for it. The order is kept, a burst taking the place of
+        the first of its groups."""
         window = self.config.burst_window_s
-        timed = []
-        for position, (group, _) in enumerate(groups):
-            earliest = self._earliest(group)
-            if earliest is not None and not (first_opposed is not None
-                                             and earliest < first_opposed):
-                timed.append((earliest, position))
+        timed = sorted((earliest, position) for position, group in enumerate(groups)
+                       if (earliest := self._earliest(group)) is not None
+                       and not _stood_first(earliest, first_opposed))
         if window <= 0 or len(timed) < 2:
-            return groups
-        timed.sort()
-        merged: dict[int, list[int]] = {}  # first position of a burst -> its positions
+            return [(group, False) for group in groups]
+        runs: dict[int, list[int]] = {}  # first position of a burst -> its positions
         run = [timed[0][1]]
         for (before, _), (at, position) in pairwise(timed):
-            if at - before <= window:
-                run.append(position)
-                continue
-            merged[min(run)] = run
-            run = [position]
-        merged[min(run)] = run
-        absorbed = {p for first, run in merged.items() for p in run if p != first}
-        result = []
-        for position, (group, burst) in enumerate(groups):
+            if at - before > window:
+                runs[min(run)] = run
+                run = []
+            run.append(position)
+        runs[min(run)] = run
+        absorbed = {p for first, run in runs.items() for p in run if p != first}
+        merged = []
+        for position in range(len(groups)):
             if position in absorbed:
                 continue
-            run = merged.get(position, [position])
-            if len(run) == 1:
-                result.append((group, burst))
-                continue
-            union = tuple(sorted(i for p in run for i in groups[p][0]))
-            result.append((union, True))
-        return result
+            run = runs.get(position, [position])
+            merged.append((tuple(sorted(i for p in run for i in groups[p])), len(run) > 1))
+        return merged
 
     # -- claims -----------------------------------------------------------------------------
     def claim_groups(self, members: Sequence[int]) -> list[list[int]]:
