@@ -183,7 +183,7 @@ class PanelConsensus:
             escalated = escalated or heard.escalated
             if heard.refused or heard.answer is None:
                 silent.append(source)
-                if "single low-trust source" in heard.reason:
+                if heard.distrusted:
                     distrusted.append(source)
                 continue
             label = next((known for known in claims

@@ -137,6 +137,9 @@ class ConsensusResult:
     verdict: Verdict | None = None
     """When the panel's answers made several stated claims: how their evidence was weighed
     (the trace's evidence section shows it)."""
+    distrusted: bool = False
+    """Refused because the answer rests on one low-trust source alone
+    (:func:`lone_low_trust_source`; not in the trace's dictionary: the reason says it)."""
 
     def as_dict(self) -> dict[str, object]:
         return {"answer": self.answer, "refused": self.refused, "reason": self.reason,
@@ -480,7 +483,7 @@ class Consensus:
         if lone is not None:
             return ConsensusResult(None, True, f"insufficient evidence: the answer {answer!r} "
                                    f"rests on a single low-trust source ({lone})",
-                                   rounds, support_ids, verdict=verdict)
+                                   rounds, support_ids, verdict=verdict, distrusted=True)
         return ConsensusResult(answer, False, reason, rounds, support_ids, verdict=verdict)
 
     def _weigh(self, claims: list[StatedClaim], evidence: Evidence,
