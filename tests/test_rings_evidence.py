@@ -356,3 +356,31 @@ def test_near_duplicate_clusters_are_computed_once_and_handed_out_as_copies() ->
 def test_evidence_needs_one_embedding_per_passage() -> None:
     with pytest.raises(ValueError, match="3 embeddings for 2 passages"):
         Evidence(QUESTION, [_item(0, TRUE, "a"), _item(1, LIES[0], "b")], _orthogonal(3), None)
+
+
+def test_bursts_equal_the_components_of_the_within_a_window_relation() -> None:
+    """On random timings: the merged sources are exactly the connected components of "both
+    not established, both timed, first passages at most ``burst_window_s`` apart" (single
+    linkage), each other source kept alone, and only merged ones flagged."""
+    rng = np.random.default_rng(7)
+    window = 10.0
+    for _ in range(200):
+        n = int(rng.integers(1, 9))
+        times = [None if rng.random() < 0.2 else float(rng.integers(0, 60)) for _ in range(n)]
+        items = [_item(i, LIES[i % 5], f"w{i}", at=times[i]) for i in range(n)]
+        first_opposed = None if rng.random() < 0.3 else float(rng.integers(0, 60))
+        opponents = [] if first_opposed is None else [n]
+        if first_opposed is not None:
+            items.append(_item(n, TRUE, "other", at=first_opposed))
+        evidence = Evidence(QUESTION, items, _orthogonal(len(items)), None,
+                            EvidenceConfig(burst_window_s=window))
+        found = evidence.sources(range(n), opponents)
+
+        mergeable = [t is not None and not (first_opposed is not None and t < first_opposed)
+                     for t in times]
+        links = [[a == b or (mergeable[a] and mergeable[b]
+                             and abs(times[a] - times[b]) <= window) for b in range(n)]
+                 for a in range(n)]
+        expected = {frozenset(c) for c in components(range(n), links)}
+        assert {frozenset(s.members) for s in found} == expected
+        assert all(s.burst == (len(s.members) > 1) for s in found)
