@@ -159,4 +159,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from trishield.errors import InputError
+
+    try:
+        main()
+    except InputError as error:  # a bad input named, not a traceback
+        raise SystemExit(f"evidence_probe.py: error: {error}") from None
