@@ -746,6 +746,7 @@ def test_no_retry_when_the_whole_context_is_one_low_trust_source() -> None:
     result = Consensus(panel).decide("how many episodes", one_writer)
     assert result.refused and "single low-trust source" in result.reason
     assert len(result.rounds) == 1 and not result.retried
+    assert "not asked again without the least-trusted third" in result.reason  # traced
     assert all(member.calls == 1 for member in panel)
     mixed = [*one_writer, CONTEXT[0]]  # another source in the context: the retry may help
     assert len(Consensus(panel).decide("how many episodes", mixed).rounds) == 2

@@ -364,13 +364,16 @@ class Consensus:
             else:
                 heard.reason += f" (by the second reader, {second.name}: {why})"
             result = heard
-        if (result.refused and self.config.retry and use_panel and len(passages) > 1
-                and not self._one_low_trust_source(passages, evidence)):
-            current = drop_least_trusted(passages, self.config.drop_fraction)
-            rounds.append(self._round(question, current, members))
-            result = self._settle(question, rounds, current, evidence, members)
-            if result.refused and "after dropping" not in result.reason:
-                result.reason += " (also after dropping the least-trusted third)"
+        if result.refused and self.config.retry and use_panel and len(passages) > 1:
+            if self._one_low_trust_source(passages, evidence):
+                result.reason += (" (not asked again without the least-trusted third: the "
+                                  "whole context is that one low-trust source)")
+            else:
+                current = drop_least_trusted(passages, self.config.drop_fraction)
+                rounds.append(self._round(question, current, members))
+                result = self._settle(question, rounds, current, evidence, members)
+                if result.refused and "after dropping" not in result.reason:
+                    result.reason += " (also after dropping the least-trusted third)"
         return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated,
                        convened=convened)
 
