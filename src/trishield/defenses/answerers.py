@@ -130,7 +130,7 @@ class PanelConsensus:
     def answer(self, run: Run, question: str, context: list[ContextPassage]) -> Outcome:
         evidence = run.evidence if isinstance(run.evidence, Evidence) else context_evidence(
             question, context)
-        position = {item.id: i for i, item in enumerate(evidence.items)}
+        position = evidence.position
         evidence.suspects = frozenset(position[i] for i in run.signals.flagged if i in position)
         in_context = [position[p.id] for p in context if p.id in position]
         sides = evidence.sides(in_context) if context else []

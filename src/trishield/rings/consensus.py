@@ -252,7 +252,7 @@ def same_source(evidence: Evidence, first: Sequence[ContextPassage],
     """Whether two claims rest on one source: every passage of one of them shares a writer, a
     batch or near-duplicate text with a passage of the other. Then the evidence cannot tell
     them apart (one witness, read two ways) and the readers' agreement decides."""
-    position = {item.id: i for i, item in enumerate(evidence.items)}
+    position = evidence.position
     ours = [position[p.id] for p in first if p.id in position]
     theirs = [position[p.id] for p in second if p.id in position]
     if not ours or not theirs:
@@ -281,7 +281,7 @@ def lone_low_trust_source(support: Sequence[ContextPassage], evidence: Evidence 
         return documents[0]
     if evidence is None:
         return None
-    position = {item.id: i for i, item in enumerate(evidence.items)}
+    position = evidence.position
     members = [position.get(p.id) for p in support]
     if any(m is None or not evidence.items[m].writer for m in members):
         return None
@@ -497,7 +497,7 @@ class Consensus:
         an unsettled dispute (not a conflict between sources)."""
         if len(claims) == 1:
             return claims[0], None, False
-        position = {item.id: i for i, item in enumerate(evidence.items)}
+        position = evidence.position
         by_label = {c.answer: c for c in claims}
         verdict = evidence.judge({c.answer: [position[p.id] for p in c.support
                                              if p.id in position] for c in claims})

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import pairwise
 from typing import Annotated, Literal
 
@@ -263,6 +264,12 @@ class Evidence:
         self.suspects: frozenset[int] = frozenset()
         """Passages Ring 1 flagged (set by Ring 3 from the run's signals)."""
         self._clusters: list[tuple[int, ...]] | None = None
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Each pooled passage's index by its id: Ring 3 maps context passages onto the pool
+        (built once, when first asked; the items do not change after construction)."""
+        return {item.id: i for i, item in enumerate(self.items)}
 
     # -- independence -----------------------------------------------------------------------
     def components(self, members: Sequence[int], links: np.ndarray) -> list[tuple[int, ...]]:
