@@ -214,14 +214,15 @@ def test_sleepers_posting_together_are_one_source_and_the_archive_stands(
     """Five writers with track records post one lie in five styles (not near-duplicates):
     counted apart they conflict with the established archive and deny the answer; their posts
     entered the KB within seconds, so the evidence counts them once and the archive stands.
-    The same KB with the burst rule off shows what it changes."""
+    The same KB with the burst rule off (and the tenure rule, which caps writers who post
+    right after their first document) shows what it changes."""
     from trishield.rings.retrieval_scorer import ScorerConfig
     from trishield.settings import PipelineConfig
 
     with _sleeper_kb(tmp_path / "kb", documents=20) as kb:
         answer = _ask(kb)
         apart = build_defense("full", kb, [ExtractiveReader()], config=PipelineConfig(
-            scorer=ScorerConfig(burst_window_s=0))).ask(QUESTION)
+            scorer=ScorerConfig(burst_window_s=0, tenure_full_s=0))).ask(QUESTION)
     assert not answer.refused and "Ada Lindqvist" in answer.answer, answer.reason
     verdict = answer.trace.evidence.verdicts[-1]
     assert verdict.outcome == "stands" and verdict.support.sources[0].established
@@ -289,3 +290,32 @@ def test_a_contested_refusal_names_the_source_that_answered_on_low_trust_alone(
     assert answer.refused, answer.answer
     assert "1 answered on a single low-trust source alone: mallory" in answer.reason, \
         answer.reason
+
+
+def test_sleepers_with_no_tenure_weigh_as_newcomers_without_the_burst_rule(
+        tmp_path: Path) -> None:
+    """The tenure rule alone (bursts off): each sleeper posted its lie seconds after its first
+    document, so its record (20 documents) is capped at a newcomer's, the archive stands, and
+    the trace says which cap applied."""
+    from trishield.rings.retrieval_scorer import ScorerConfig
+    from trishield.settings import PipelineConfig
+
+    with _sleeper_kb(tmp_path / "kb", documents=20) as kb:
+        since = kb.writers_since()
+        counted = kb.documents_per_writer()
+        answer = build_defense("full", kb, [ExtractiveReader()], config=PipelineConfig(
+            scorer=ScorerConfig(burst_window_s=0))).ask(QUESTION)
+    assert counted["sleeper-0"] == 21 and since["sleeper-0"] >= since["archive"]
+    assert not answer.refused and "Ada Lindqvist" in answer.answer, answer.reason
+    verdict = answer.trace.evidence.verdicts[-1]
+    assert verdict.outcome == "stands" and verdict.support.sources[0].established
+    assert verdict.support.sources[0].tenure is None  # stood first: its record is kept
+    assert verdict.opposition is not None
+    assert all(s.tenure == pytest.approx(0.1) and s.record == pytest.approx(0.1)
+               and not s.burst for s in verdict.opposition.sources)
+    from rich.console import Console
+
+    from trishield.trace_view import render_answer
+    console = Console(record=True, width=240)
+    render_answer(console, answer)  # what `trishield ask --trace` prints
+    assert "tenure 0.10" in console.export_text()

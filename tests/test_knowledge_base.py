@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -249,3 +250,22 @@ def test_documents_per_writer_follows_every_write(demo_kb_dir: Path) -> None:
         assert kb.documents_per_writer()["newcomer"] == 2  # the other handle's write is seen
         kb.delete("note-1", by="admin")
         assert kb.documents_per_writer()["newcomer"] == 1
+
+
+def test_writers_since_is_each_writers_first_stored_document(demo_kb_dir: Path) -> None:
+    """A writer's tenure starts at its first stored document: later documents do not move
+    it, another handle's write is seen, and deleting the first moves it to the next one."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        known = kb.writers_since()
+        started = time.time()
+        kb.ingest([Document("note-1", "A brand new note about the harbour ferry timetable.")],
+                  tier="neutral", writer="newcomer")
+        first = kb.writers_since()["newcomer"]
+        assert started <= first <= time.time()
+        assert {w: t for w, t in kb.writers_since().items() if w != "newcomer"} == known
+        with KnowledgeBase.open(demo_kb_dir) as other:
+            other.ingest([Document("note-2", "A second note, on the ferry's winter fares.")],
+                         tier="neutral", writer="newcomer")
+        assert kb.writers_since()["newcomer"] == first
+        kb.delete("note-1", by="admin")
+        assert kb.writers_since()["newcomer"] > first

@@ -16,6 +16,7 @@ from trishield.rings.evidence import (
     components,
     record,
     shared_answers,
+    tenure,
 )
 from trishield.rings.retrieval_scorer import RetrievalScorer
 
@@ -155,6 +156,87 @@ def test_sleepers_a_day_apart_are_independent_again() -> None:
     assert verdict.support.label == "Marco Bellini" and verdict.outcome == "stands"
     assert len(verdict.support.sources) == 5
     assert not any(source.burst for source in verdict.support.sources)
+
+
+def _patient_sleepers(writing_for: float) -> Evidence:
+    """:func:`_sleepers` a day and a second apart (no burst), each writer's first stored
+    document ``writing_for`` seconds before its post."""
+    items = [_item(0, TRUE, "wiki", at=1.0)] + [
+        _item(i + 1, lie, f"sleeper{i}", at=400 * DAY + (DAY + 1) * i, batch=i + 10)
+        for i, lie in enumerate(LIES)]
+    records = {"wiki": 5000, **{f"sleeper{i}": 1000 for i in range(5)}}
+    since = {"wiki": 0.0, **{f"sleeper{i}": items[i + 1].ingested_at - writing_for
+                             for i in range(5)}}
+    return Evidence(QUESTION, items, _orthogonal(len(items)), records, writers_since=since)
+
+
+def test_tenure_is_log_scaled_time_in_the_kb_within_the_floor_and_one() -> None:
+    config = EvidenceConfig()
+    assert tenure(0.0, config) == pytest.approx(0.1)  # the record's floor
+    assert tenure(-5.0, config) == pytest.approx(0.1)
+    assert tenure(DAY, config) == pytest.approx(np.log(2) / np.log(366))
+    assert tenure(7 * DAY, config) == pytest.approx(np.log(8) / np.log(366))
+    assert tenure(365 * DAY, config) == pytest.approx(1.0)
+    assert tenure(10 * 365 * DAY, config) == 1.0
+    assert tenure(0.0, EvidenceConfig(tenure_full_s=0)) == 1.0  # the rule off
+
+
+def test_patient_sleepers_with_a_newcomers_tenure_weigh_as_newcomers() -> None:
+    """Sleepers a day apart escape the burst rule; each has a full record by volume (1,000
+    documents) but wrote its first one a day before posting: each weighs a day's tenure, and
+    the archive that stood first is given. The trace says what capped them. Writing for a
+    week first buys a week's tenure each: together they then deny the archive its answer
+    (conflicting sources), and still do not have theirs given."""
+    evidence = _patient_sleepers(writing_for=DAY)
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
+    (archive,) = verdict.support.sources
+    assert archive.established and archive.tenure is None and archive.record == 1.0
+    assert verdict.opposition is not None and len(verdict.opposition.sources) == 5
+    day = tenure(DAY, evidence.config)
+    for source in verdict.opposition.sources:
+        assert not source.burst and source.tenure == pytest.approx(day)
+        assert source.record == pytest.approx(day) and source.weight == pytest.approx(day)
+        assert source.as_dict(evidence.items)["tenure"] == round(day, 4)
+    week = _patient_sleepers(writing_for=7 * DAY)
+    verdict = week.judge(_claims(week))
+    assert verdict.outcome == "conflict" and verdict.support.label == "Ada Lindqvist"
+    assert verdict.opposition is not None
+    assert verdict.opposition.weight == pytest.approx(5 * tenure(7 * DAY, week.config))
+
+
+def test_tenure_is_a_price_not_a_wall() -> None:
+    """Writers that have been writing for a year when they post carry their full records
+    again: five of them overturn one established source (the documented limit), and with the
+    rule off a week's tenure is no cap either."""
+    for evidence in (_patient_sleepers(writing_for=365 * DAY),
+                     Evidence(QUESTION, _patient_sleepers(0.0).items,
+                              _orthogonal(6), {"wiki": 5000,
+                                               **{f"sleeper{i}": 1000 for i in range(5)}},
+                              EvidenceConfig(tenure_full_s=0),
+                              writers_since=_patient_sleepers(7 * DAY).writers_since)):
+        verdict = evidence.judge(_claims(evidence))
+        assert verdict.support.label == "Marco Bellini" and verdict.outcome == "stands"
+        assert all(source.tenure is None for source in verdict.support.sources)
+
+
+def test_tenure_caps_a_record_only_where_it_is_known_and_lower() -> None:
+    """Unknown first documents (passages given from outside a knowledge base) or passage
+    times leave the record as it is; a tenure above the record changes nothing; a source
+    takes its best writer's capped record."""
+    items = [_item(0, TRUE, "wiki", at=1.0), _item(1, LIES[0], "old", at=900 * DAY),
+             _item(2, LIES[1], "new", at=900 * DAY, batch=7), _item(3, LIES[2], "untimed")]
+    records = {"wiki": 5000, "old": 1, "new": 1000, "untimed": 1000}
+    since = {"wiki": 0.0, "old": 0.0, "new": 900 * DAY - DAY, "untimed": 0.0}
+    evidence = Evidence(QUESTION, items, _orthogonal(4), records, writers_since=since)
+    by_writer = {s.writers[0]: s for s in evidence.sources([1, 2, 3], [0], by_origin=True)}
+    assert by_writer["old"].record == record(1, evidence.config)  # its tenure is higher
+    assert by_writer["old"].tenure is None
+    assert by_writer["new"].tenure == pytest.approx(tenure(DAY, evidence.config))
+    assert by_writer["untimed"].record == 1.0 and by_writer["untimed"].tenure is None
+    merged = evidence.sources([1, 2], [0], by_origin=False)
+    assert len(merged) == 1 and merged[0].burst  # one day: a burst, its best writer counts
+    assert merged[0].record == pytest.approx(tenure(DAY, evidence.config))
 
 
 def test_a_burst_chains_and_the_window_can_be_turned_off() -> None:

@@ -166,6 +166,10 @@ class WriterRecords(Protocol):
     def documents_per_writer(self) -> dict[str, int]:
         ...
 
+    def writers_since(self) -> dict[str, float]:
+        """Each writer's first stored document time (its tenure starts there)."""
+        ...
+
 
 @runtime_checkable
 class CandidateFilter(Protocol):

@@ -162,6 +162,9 @@ class SourceRow(_Row):
     burst: bool = False
     """Several writers' passages counted as one source: they entered the knowledge base
     within the evidence's ``burst_window_s`` of each other (docs/design.md, "Evidence")."""
+    tenure: float | None = None
+    """The tenure factor that capped ``record``: how long the writer had been writing in the
+    knowledge base when it wrote (docs/design.md, "Evidence"); None when nothing capped it."""
     weight: float
 
 

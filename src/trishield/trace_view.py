@@ -70,7 +70,9 @@ def _evidence_table(evidence: EvidenceTrace) -> Table:
         for side, claim in sides:
             sources = "; ".join(f"{'+'.join(s.writers)} ({s.tier}, {len(s.passages)} "
                                 f"passage(s), {s.weight:.2f}"
-                                f"{', one burst' if s.burst else ''})" for s in claim.sources)
+                                f"{', one burst' if s.burst else ''}"
+                                f"{'' if s.tenure is None else f', tenure {s.tenure:.2f}'})"
+                                for s in claim.sources)
             table.add_row(verdict.outcome, side,
                           _short(claim.claim, 40), claim.top_tier or "-",
                           f"{claim.weight:.2f}", _short(sources or "none", 90))

@@ -48,6 +48,9 @@ class KBRetriever:
     def documents_per_writer(self) -> dict[str, int]:
         return self.kb.documents_per_writer()
 
+    def writers_since(self) -> dict[str, float]:
+        return self.kb.writers_since()
+
 
 @dataclass(frozen=True)
 class Passage:

@@ -80,8 +80,9 @@ def read_evidence(run: Run, question: str, candidates: list[Candidate],
     else Ring 2 reads the text (memoised)."""
     analyser = analyser or DEFAULT_ANALYSER
     retriever = run.retriever
-    records = (retriever.documents_per_writer() if isinstance(retriever, WriterRecords)
-               else None)
+    known = isinstance(retriever, WriterRecords)
+    records = retriever.documents_per_writer() if known else None
+    since = retriever.writers_since() if known else None
     items = []
     for c in candidates:
         stored = analyser.ring2_of(c.chunk.analysis)
@@ -89,7 +90,8 @@ def read_evidence(run: Run, question: str, candidates: list[Candidate],
                           c.chunk.batch, c.chunk.ingested_at,
                           None if stored is None else stored.reading,
                           None if stored is None else stored.numbers))
-    evidence = Evidence(question, items, run_embeddings(run, candidates), records, config)
+    evidence = Evidence(question, items, run_embeddings(run, candidates), records, config,
+                        writers_since=since)
     run.evidence = evidence
     return evidence
 

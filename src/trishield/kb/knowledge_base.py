@@ -227,7 +227,7 @@ class KnowledgeBase:
         self._engine = None  # the MilvusBackend of a KB whose engine is Milvus, once opened
         self._saved_position: int | None = None
         self._snapshot_missing = False
-        self._writer_counts: tuple[int, dict[str, int]] | None = None
+        self._writer_records: tuple[int, dict[str, int], dict[str, float]] | None = None
 
     @property
     def read_only(self) -> bool:
@@ -1332,12 +1332,23 @@ class KnowledgeBase:
         Ring 2 asks for it on every question, and counting cost 12 ms a question on wiki5k:
         it is kept until the chunk change log moves (every ingest, release and delete adds or
         removes chunks, so a count can only change with it)."""
+        return dict(self._writer_records_now()[1])
+
+    def writers_since(self) -> dict[str, float]:
+        """``writer -> when its first stored document entered the KB``: how long a writer had
+        been writing when it wrote a passage caps its track record (the evidence's tenure).
+        Kept with :meth:`documents_per_writer`, for the same reason."""
+        return dict(self._writer_records_now()[2])
+
+    def _writer_records_now(self) -> tuple[int, dict[str, int], dict[str, float]]:
+        """The writers' counts and first times, read again only when the chunk change log
+        has moved since they were last read."""
         position = self.store.index_position().current
-        cached = self._writer_counts
+        cached = self._writer_records
         if cached is None or cached[0] != position:
-            cached = (position, self.store.documents_per_writer())
-            self._writer_counts = cached
-        return dict(cached[1])
+            cached = (position, self.store.documents_per_writer(), self.store.writers_since())
+            self._writer_records = cached
+        return cached
 
     def document_ids(self) -> list[str]:
         """Ids of every stored document (not the quarantined or deleted ones), oldest first."""

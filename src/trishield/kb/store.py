@@ -238,6 +238,12 @@ class Store:
         return dict(self.connection.execute(
             "SELECT writer, COUNT(*) FROM documents GROUP BY writer ORDER BY writer"))
 
+    def writers_since(self) -> dict[str, float]:
+        """``writer -> when its first stored document entered the KB`` (quarantined and
+        deleted ones not counted, as in :meth:`documents_per_writer`)."""
+        return dict(self.connection.execute(
+            "SELECT writer, MIN(ingested_at) FROM documents GROUP BY writer ORDER BY writer"))
+
     def local_writers(self) -> set[str]:
         """Writer names of local (CLI) writes, lower-cased: documents stored or held with no
         API key. An API key must not take one of these names, nor a local write a key's."""

@@ -78,6 +78,14 @@ class EvidenceConfig:
     now space its writers a day apart, and a genuine update written by several writers in
     one day weighs as one source until it is corroborated later or by a higher tier. 0 turns
     the rule off."""
+    tenure_full_s: Annotated[float, Field(ge=0)] = 365 * 86_400.0
+    """How long a writer must have been writing in the knowledge base, when it wrote a
+    passage, for that passage to carry its full track record (log-scaled like the record:
+    a day 0.12, a week 0.35, a month 0.58, a year 1.0; never below ``record_floor``). A
+    source that stood before the opposing claim keeps its record whatever its tenure: that it
+    stood is already its time. Why: documents are cheap to write and time is not; a sleeper
+    writer that stored hundreds of documents and posts its answer days later has the volume
+    of a full record and the tenure of a newcomer. 0 turns the rule off."""
     flagged_weight: Annotated[float, Field(gt=0, le=1)] = 0.25
     """Weight factor for a source with a passage Ring 1 flagged but let through (suspect
     form: an instruction, a pasted question): it counts as little as an untrusted writer's
@@ -110,6 +118,21 @@ def record(documents: int | None, config: EvidenceConfig) -> float:
     return max(config.record_floor, min(1.0, full))
 
 
+DAY_S = 86_400.0
+
+
+def tenure(writing_for_s: float, config: EvidenceConfig) -> float:
+    """The share of its record a writer's passage carries, given how long the writer had been
+    writing in the knowledge base when it wrote it (``writing_for_s``, seconds since its
+    first stored document): ``log(1 + days) / log(1 + full days)``, within
+    ``[record_floor, 1]``; 1 when the rule is off (``tenure_full_s = 0``)."""
+    if config.tenure_full_s <= 0:
+        return 1.0
+    days = max(0.0, writing_for_s) / DAY_S
+    full = math.log1p(days) / math.log1p(config.tenure_full_s / DAY_S)
+    return max(config.record_floor, min(1.0, full))
+
+
 @dataclass(frozen=True)
 class Source:
     """Passages that count as one witness, and what that witness weighs against an opponent."""
@@ -118,16 +141,23 @@ class Source:
     writers: tuple[str, ...]
     tier: str
     record: float
+    """The standing the weight uses: the best of its writers' records, each capped by the
+    writer's tenure when it wrote (unless the source is established)."""
     earliest: float | None
     weight: float = 0.0
     established: bool = False
     burst: bool = False
     """Several origins merged because they wrote within ``burst_window_s`` of each other."""
+    tenure: float | None = None
+    """The tenure factor that capped the record (:func:`tenure`), or None when none did: the
+    source is established, its times or its writers' first documents are unknown, the rule
+    is off, or the writers' records are below their tenure."""
 
     def as_dict(self, items: Sequence[Item]) -> dict[str, object]:
         return {"passages": [items[i].id for i in self.members], "writers": list(self.writers),
                 "tier": self.tier, "record": round(self.record, 4),
                 "established": self.established, "burst": self.burst,
+                "tenure": None if self.tenure is None else round(self.tenure, 4),
                 "weight": round(self.weight, 4)}
 
 
@@ -242,10 +272,14 @@ class Evidence:
 
     def __init__(self, question: str, items: Sequence[Item], embeddings: np.ndarray | None,
                  documents_per_writer: Mapping[str, int] | None,
-                 config: EvidenceConfig | None = None):
+                 config: EvidenceConfig | None = None, *,
+                 writers_since: Mapping[str, float] | None = None):
         self.question = question
         self.items = list(items)
         self.config = config or EvidenceConfig()
+        self.writers_since: Mapping[str, float] = writers_since or {}
+        """Each writer's first stored document (its time), for :func:`tenure`; a writer not
+        in it (or passages given from outside a knowledge base) is not capped by tenure."""
         asked = read_question(question)
         self.claims: list[PassageClaim] = [claim_of(asked, i.text, i.reading)
                                              for i in self.items]
@@ -302,14 +336,33 @@ class Evidence:
             tier = max((self.items[i].tier for i in group), key=TIER_ORDER.__getitem__)
             earliest = self._earliest(group)
             established = _stood_first(earliest, first_opposed)
-            standing = max(self.records[w] for w in writers)
+            standing, capped_by = max(
+                (self._standing(writer, group, established) for writer in writers),
+                key=lambda pair: pair[0])
             weight = (self.config.tier_weight.get(tier, self.config.tier_weight["untrusted"])
                       * standing * (self.config.precedence if established else 1.0)
                       * (self.config.flagged_weight if self.suspects.intersection(group)
                          else 1.0))
             found.append(Source(group, writers, tier, standing, earliest, weight, established,
-                                burst))
+                                burst, capped_by))
         return tuple(found)
+
+    def _standing(self, writer: str, group: Sequence[int], established: bool
+                  ) -> tuple[float, float | None]:
+        """``writer``'s standing in a source of ``group``: its record, capped by its tenure
+        when it wrote its first passage of the group (:func:`tenure`), with the cap if it
+        applied. An established source keeps its record (it stood before the dispute), as
+        does a writer whose first document or passage time is unknown."""
+        held = self.records[writer]
+        since = self.writers_since.get(writer)
+        if established or since is None or self.config.tenure_full_s <= 0:
+            return held, None
+        times = [self.items[i].ingested_at for i in group if self.items[i].writer == writer
+                 and self.items[i].ingested_at is not None]
+        if not times:
+            return held, None
+        share = tenure(min(times) - since, self.config)
+        return (share, share) if share < held else (held, None)
 
     def _earliest(self, group: Sequence[int]) -> float | None:
         times = [self.items[i].ingested_at for i in group

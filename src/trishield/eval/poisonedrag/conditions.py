@@ -130,6 +130,9 @@ class ConditionedKB:
     def documents_per_writer(self) -> dict[str, int]:
         return self._plain.documents_per_writer()
 
+    def writers_since(self) -> dict[str, float]:
+        return self._plain.writers_since()
+
     def _composed(self, query: str, backend: str, k: int) -> list[Candidate]:
         """Top-k holds exactly n of this target's poisons and k-n clean passages (each in
         score order); the pool beyond the top-k is clean. Other targets' poisons are left out."""
