@@ -13,7 +13,9 @@ the committed results come from ``trishield eval poisonedrag``.
 
 ``--writers sleeper`` (five writers that first store ``--sleeper-documents`` benign
 paragraphs each, then write poison i of every target as writer i) measures the evidence
-design's track-record limit (docs/design.md, Known weaknesses).
+design's track-record limit (docs/design.md, Known weaknesses); ``--writers patient`` is the
+same campaign over simulated days (a day apart, each a week after its first document), and
+``--tenure-full-days 0`` turns the tenure cap off to show what it changes.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def main() -> None:
                              "design was developed looking at the first 20)")
     parser.add_argument("--family", action="append", default=None)
     parser.add_argument("--writers", action="append", default=None,
-                        choices=("attacker", "sybil", "sleeper"),
+                        choices=("attacker", "sybil", "sleeper", "patient"),
                         help="who writes the poisons (sleeper: five writers with a track "
                              "record, see --sleeper-documents)")
     parser.add_argument("--provenance", default="neutral",
@@ -52,6 +54,9 @@ def main() -> None:
     parser.add_argument("--benign", action="store_true", help="also the targets without poisons")
     parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/probe"))
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument("--tenure-full-days", type=float, default=None,
+                        help="days of writing for a full record (default: the design's "
+                             "365; 0 turns the tenure cap off)")
     parser.add_argument("--answers", type=Path, default=None,
                         help="also write every answer (block, target, answer or refusal reason, "
                              "calls, the whole trace) as JSON lines, to read why")
@@ -60,6 +65,8 @@ def main() -> None:
         parser.error("--targets must be at least 1")
     if args.skip < 0:
         parser.error("--skip must not be negative")
+    if args.tenure_full_days is not None and not args.tenure_full_days >= 0:
+        parser.error("--tenure-full-days must be a number of days >= 0")
     if args.sleeper_documents is not None and args.sleeper_documents < 0:
         parser.error("--sleeper-documents must not be negative")
     enforce_offline()
@@ -95,6 +102,11 @@ def main() -> None:
                                                       configured=None))
     provenance = Provenance(args.work_dir / "keys", 0)
     config = PipelineConfig()
+    if args.tenure_full_days is not None:
+        from dataclasses import replace
+
+        config = replace(config, scorer=replace(
+            config.scorer, tenure_full_s=args.tenure_full_days * 86_400.0))
     rows = []
     answers_out = None
     if args.answers is not None:

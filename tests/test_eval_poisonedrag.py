@@ -392,6 +392,40 @@ def test_sleeper_kb_gives_five_writers_a_record_before_poison_i_of_every_target(
 
 
 @pytest.mark.slow
+def test_patient_kb_spreads_the_sleepers_campaign_over_simulated_days(tmp_path: Path) -> None:
+    """The ``patient`` setting: the same writers and documents as ``sleeper``, stamped by
+    the KB's clock a day after the base (records) and a week plus i days after that (sleeper
+    i's posts): no two sleepers post within a day, each after a week of writing."""
+    targets = TARGETS[:2]
+    base, _ = _small_base(tmp_path, targets, extra=20)
+    with KnowledgeBase.open(base) as kb:
+        origin = max(kb.writers_since().values())
+        base_ids = set(kb.document_ids())
+        base_times = {d: kb.store.document(d)["ingested_at"] for d in base_ids}
+    patient = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                               writers="patient", sleeper_documents=2)
+    assert patient.name == "mini-patient2-published-plain"
+    poisons = [d for t in targets for d in get_family("published").poisons(t, 0)]
+    day = kbs.DAY_S
+    with KnowledgeBase.open(patient) as kb:
+        since = kb.writers_since()
+        posts = {d.id: kb.store.document(d.id) for d in poisons}
+        assert {d: kb.store.document(d)["ingested_at"] for d in base_ids} == base_times
+    for number in range(kbs.SLEEPERS):
+        first = since[kbs.sleeper_writer(number)]
+        assert origin + day <= first < origin + day + 600  # the records: a day after the base
+    for doc_id, row in posts.items():
+        number = int(doc_id.rsplit(":", 1)[1])
+        posted = row["ingested_at"] - origin
+        assert row["writer"] == kbs.sleeper_writer(number)
+        assert (1 + kbs.PATIENT_LEAD_DAYS + number) * day <= posted \
+            < (1 + kbs.PATIENT_LEAD_DAYS + number) * day + 600
+    sleeper = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
+                               writers="sleeper", sleeper_documents=2)
+    assert sleeper != patient  # the same campaign on the wall clock is another KB
+
+
+@pytest.mark.slow
 def test_sybil_kb_ingests_every_poison_by_its_own_writer_in_its_own_batch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     targets = TARGETS[:3]

@@ -239,6 +239,25 @@ def test_tenure_caps_a_record_only_where_it_is_known_and_lower() -> None:
     assert merged[0].record == pytest.approx(tenure(DAY, evidence.config))
 
 
+def test_an_initial_import_keeps_its_record_against_a_claim_as_old_as_itself() -> None:
+    """Tenure caps only a newcomer to the dispute. An archive imported in one go has no
+    tenure at its own writing; when the opposing claim holds one of the archive's own
+    passages (as old as the first), neither side is a newcomer, so both keep their records,
+    and the lie that joined later is still capped."""
+    items = [_item(0, TRUE, "wiki", at=1.0),
+             _item(1, "The Halden Bridge was designed by Marco Bellini of the city office.",
+                   "wiki", at=1.0),
+             _item(2, LIES[1], "late", at=30 * DAY, batch=9)]
+    records = {"wiki": 5000, "late": 1000}
+    since = {"wiki": 1.0, "late": 29 * DAY}
+    evidence = Evidence(QUESTION, items, _orthogonal(3), records, writers_since=since)
+    (archive,) = evidence.sources([0], [1, 2])
+    assert archive.tenure is None and archive.record == 1.0 and not archive.established
+    by_writer = {s.writers[0]: s for s in evidence.sources([1, 2], [0], by_origin=True)}
+    assert by_writer["wiki"].tenure is None and by_writer["wiki"].record == 1.0
+    assert by_writer["late"].tenure == pytest.approx(tenure(DAY, evidence.config))
+
+
 def test_a_burst_chains_and_the_window_can_be_turned_off() -> None:
     """Each post within the window of the previous one chains the whole run (spacing 20 h
     spans 80 h); ``burst_window_s = 0`` restores one source per writer."""

@@ -249,6 +249,7 @@ class KnowledgeBase:
         read_only: bool | None = None,
         lock_timeout: float | None = None,
         write_time_limit: float | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> KnowledgeBase:
         """Open the KB in ``directory``; with ``create``, make it if it does not exist yet.
 
@@ -265,6 +266,10 @@ class KnowledgeBase:
         ``engine`` (an :class:`EngineConfig`, or a URI with the default collection and index)
         chooses where a new KB searches; for an existing KB it must match, like the other
         settings (:meth:`attach_engine` moves one deliberately).
+
+        ``clock`` (Unix seconds; default the wall clock) stamps what this handle writes: a
+        simulation can build a KB with a history (the evidence's tenure and bursts read
+        ingest times). Not exposed to writers: the service and CLI never set it.
         """
         directory = Path(directory)
         if isinstance(engine, str):
@@ -288,7 +293,8 @@ class KnowledgeBase:
                              f"{', '.join(DENSE_KINDS)}")
         if embedding_model is not None:
             get_embedding_model(embedding_model)
-        store = Store(database, read_only=read_only)
+        store = (Store(database, read_only=read_only) if clock is None
+                 else Store(database, read_only=read_only, clock=clock))
         meta = store.meta()
         if "embedding_model" not in meta and read_only:
             store.close()

@@ -13,7 +13,7 @@ import json
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -81,8 +81,13 @@ class Store:
     """
 
     def __init__(self, path: Path, *, read_only: bool = False,
-                 busy_timeout: float = BUSY_TIMEOUT_S):
+                 busy_timeout: float = BUSY_TIMEOUT_S,
+                 clock: Callable[[], float] = time.time):
         self.path = path
+        self.clock = clock
+        """Unix seconds for every time the store writes (ingest, audit, quarantine, delete):
+        the wall clock; a simulation (``benchmarks/evidence_probe.py``'s patient sleepers)
+        gives another, so that a KB built in minutes can hold a history of weeks."""
         self.read_only = read_only
         self.busy_timeout = busy_timeout
         self.connection = (_open_read_only(path, busy_timeout) if read_only else
@@ -357,7 +362,7 @@ class Store:
                                  (doc_id,)).fetchone()
         if row is None:
             return False
-        now = time.time()
+        now = self.clock()
         released = state == "released"
         connection.execute(
             "UPDATE quarantine SET state = ?, closed_at = ?, closed_by = ?, closed_reason = ?, "
@@ -380,7 +385,7 @@ class Store:
         connection.execute(
             "INSERT INTO audit(at, action, writer, doc_id, content_hash, batch_id, detail) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (time.time(), action, writer, doc_id, content_hash, batch_id,
+            (self.clock(), action, writer, doc_id, content_hash, batch_id,
              json.dumps(detail, sort_keys=True)))
 
     # -- index change log (kb.change_log) ---------------------------------------------------
@@ -517,7 +522,7 @@ class Store:
         if row is None:
             return None
         pk, version = row
-        now = time.time()
+        now = self.clock()
         connection.execute(
             "INSERT INTO document_versions(doc_id, version, content_hash, title, source, "
             "origin, text, tier, writer, writer_key, signed, provenance, metadata, "
@@ -569,7 +574,7 @@ class Store:
                                  (doc_id,)).fetchone()
         if row is None:
             return None
-        now = time.time()
+        now = self.clock()
         connection.execute(
             "INSERT INTO deleted_documents(doc_id, content_hash, title, source, origin, text, "
             "tier, writer, ingested_at, batch_id, provenance, deleted_at, deleted_by, reason, "
@@ -622,7 +627,7 @@ class Store:
         audited, so a write that changed nothing still leaves a trace. Returns the batch id
         and the row ids of the inserted chunks, in embedding order.
         """
-        now = time.time()
+        now = self.clock()
         total_chunks = sum(len(per_document) for per_document in chunks)
         if analyses is not None and (len(analyses) != total_chunks or not analysis_version):
             raise KnowledgeBaseError(f"{len(analyses)} chunk analyses (version "

@@ -85,7 +85,9 @@ class EvidenceConfig:
     source that stood before the opposing claim keeps its record whatever its tenure: that it
     stood is already its time. Why: documents are cheap to write and time is not; a sleeper
     writer that stored hundreds of documents and posts its answer days later has the volume
-    of a full record and the tenure of a newcomer. 0 turns the rule off."""
+    of a full record and the tenure of a newcomer. Only a newcomer to a dispute is capped
+    (a source whose first passage is later than the opposing claim's first): a KB's initial
+    import has no tenure at its own writing. 0 turns the rule off."""
     flagged_weight: Annotated[float, Field(gt=0, le=1)] = 0.25
     """Weight factor for a source with a passage Ring 1 flagged but let through (suspect
     form: an instruction, a pasted question): it counts as little as an untrusted writer's
@@ -150,8 +152,9 @@ class Source:
     """Several origins merged because they wrote within ``burst_window_s`` of each other."""
     tenure: float | None = None
     """The tenure factor that capped the record (:func:`tenure`), or None when none did: the
-    source is established, its times or its writers' first documents are unknown, the rule
-    is off, or the writers' records are below their tenure."""
+    source is no newcomer to the dispute (it is not later than the opposing claim's first
+    passage), its times or its writers' first documents are unknown, the rule is off, or
+    the writers' records are below their tenure."""
 
     def as_dict(self, items: Sequence[Item]) -> dict[str, object]:
         return {"passages": [items[i].id for i in self.members], "writers": list(self.writers),
@@ -337,7 +340,7 @@ class Evidence:
             earliest = self._earliest(group)
             established = _stood_first(earliest, first_opposed)
             standing, capped_by = max(
-                (self._standing(writer, group, established) for writer in writers),
+                (self._standing(writer, group, first_opposed) for writer in writers),
                 key=lambda pair: pair[0])
             weight = (self.config.tier_weight.get(tier, self.config.tier_weight["untrusted"])
                       * standing * (self.config.precedence if established else 1.0)
@@ -347,19 +350,21 @@ class Evidence:
                                 burst, capped_by))
         return tuple(found)
 
-    def _standing(self, writer: str, group: Sequence[int], established: bool
+    def _standing(self, writer: str, group: Sequence[int], first_opposed: float | None
                   ) -> tuple[float, float | None]:
         """``writer``'s standing in a source of ``group``: its record, capped by its tenure
-        when it wrote its first passage of the group (:func:`tenure`), with the cap if it
-        applied. An established source keeps its record (it stood before the dispute), as
-        does a writer whose first document or passage time is unknown."""
+        when it wrote its first passage of the group (:func:`tenure`) if that passage came
+        *after* the opposing claim's first one (a newcomer to the dispute), with the cap if
+        it applied. A source as old as the dispute or older keeps its record (a KB's initial
+        import, written on one day, has no tenure at its own writing and must keep its
+        weight), as does a writer whose first document or passage time is unknown."""
         held = self.records[writer]
         since = self.writers_since.get(writer)
-        if established or since is None or self.config.tenure_full_s <= 0:
+        if first_opposed is None or since is None or self.config.tenure_full_s <= 0:
             return held, None
         times = [self.items[i].ingested_at for i in group if self.items[i].writer == writer
                  and self.items[i].ingested_at is not None]
-        if not times:
+        if not times or min(times) <= first_opposed:
             return held, None
         share = tenure(min(times) - since, self.config)
         return (share, share) if share < held else (held, None)

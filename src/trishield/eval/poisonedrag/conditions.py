@@ -29,6 +29,9 @@ family and writer setting):
                 track record), then write poison *i* of every target as writer *i*, each in
                 its own batch: the sybil attack against the evidence design's track record.
                 Not in the matrix's plan; the evidence probe runs it. Neutral provenance only.
+* ``patient``   the sleepers' campaign over simulated days (the KB's clock): records a day
+                after the base, sleeper *i*'s posts a week and *i* days later, so no two
+                post within a day (no burst) and each has a week's tenure. Probe only.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
 
 PROVENANCE_SETTINGS = ("neutral", "untrusted", "trusted-clean", "forged", "forged-unchecked")
-WRITER_SETTINGS = ("attacker", "sybil", "sleeper")
+WRITER_SETTINGS = ("attacker", "sybil", "sleeper", "patient")
 SWEEP_FRACTIONS = (0.2, 0.4, 0.5, 0.6, 0.8)
 SWEEP_SEARCH_DEPTH = 400
 """How deep the sweep looks for a target's poisons in the poisoned KB (dense search is cheap)."""

@@ -29,6 +29,7 @@ import itertools
 import json
 import random
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -57,6 +58,11 @@ SLEEPER_DOCUMENTS = 250
 the evidence design's default (``log(1+n)/log(1+1000)``), where five sleepers' independent
 poisons weigh as much as twice an established source (docs/design.md, Known weaknesses)."""
 SLEEPER_CORPUS = "squadshifts-new-wiki"
+PATIENT_LEAD_DAYS = 7
+"""The ``patient`` setting: the sleepers store their records a day after the base KB's last
+document, and sleeper *i* posts its poisons ``PATIENT_LEAD_DAYS + i`` days after that: a
+day apart (no burst), each after a week of writing (docs/design.md, "Tenure")."""
+DAY_S = 86_400.0
 
 
 def profile_documents(profile: str, targets: Sequence[Target], seed: int) -> list[Document]:
@@ -157,6 +163,26 @@ def sleeper_record(base: Path, documents: int) -> list[list[Document]]:
     return [chosen[n::SLEEPERS] for n in range(SLEEPERS)]
 
 
+class SimulatedDay:
+    """The KB clock of the ``patient`` setting: whole days after the base KB's last document
+    (plus the wall clock's seconds since this build began, so that writes keep their order).
+    Counted from the base, which a build never changes, so a resumed build sets the same
+    days again."""
+
+    def __init__(self, base: Path):
+        with KnowledgeBase.open(base, read_only=True) as kb:
+            row = kb.store.connection.execute("SELECT MAX(ingested_at) FROM documents")
+            self.origin = float(row.fetchone()[0] or 0.0)
+        self.started = time.time()
+        self.day = 0
+
+    def set(self, day: int) -> None:
+        self.day = day
+
+    def now(self) -> float:
+        return self.origin + self.day * DAY_S + (time.time() - self.started)
+
+
 def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Target],
                  seed: int, *, guarded: bool, guard: GuardConfig | None = None,
                  writers: str = "attacker", sleeper_documents: int = SLEEPER_DOCUMENTS,
@@ -165,7 +191,9 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
     or (``writers="sybil"``) each by its own neutral writer in its own batch, or
     (``writers="sleeper"``) by :data:`SLEEPERS` neutral writers that first store
     ``sleeper_documents`` benign documents each (:func:`sleeper_record`), poison *i* of every
-    target by sleeper *i*, each poison in its own batch.
+    target by sleeper *i*, each poison in its own batch. ``writers="patient"`` is the same
+    campaign spread over simulated days (the KB's clock, :data:`PATIENT_LEAD_DAYS`): records
+    a day after the base's last document, sleeper *i*'s posts a week and *i* days later.
 
     A sybil KB takes one ingest per poison (thousands on wiki5k), so its build resumes after
     an interruption: every ingest is atomic, and a poison already stored or quarantined in
@@ -186,10 +214,14 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
              "poisons": [[d.id, d.content_hash] for d in poisons]}
     if writers != "attacker":  # the single-attacker fingerprints stay as they were
         parts["writers"] = writers
-    if writers == "sleeper":
+    sleepers = writers in ("sleeper", "patient")
+    if sleepers:
         parts["sleeper_documents"] = sleeper_documents
+    if writers == "patient":
+        parts["patient_lead_days"] = PATIENT_LEAD_DAYS
     fingerprint = _fingerprint(parts)
-    setting = {"attacker": "", "sybil": "sybil-"}.get(writers, f"sleeper{sleeper_documents}-")
+    setting = {"attacker": "", "sybil": "sybil-"}.get(
+        writers, f"{writers}{sleeper_documents}-")
     name = (f"{base.name.removeprefix('base-')}-{setting}{family}-"
             f"{'guarded' if guarded else 'plain'}")
     screener = IngestGuard(guard) if guarded else None
@@ -208,21 +240,26 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
     def make_one_by_one(staging: Path) -> dict:
         """Sybil and sleeper KBs: each poison in its own batch, round-robin over the targets
         (after the sleepers' records, one batch per sleeper)."""
-        records = (sleeper_record(base, sleeper_documents) if writers == "sleeper"
-                   else [])
+        records = sleeper_record(base, sleeper_documents) if sleepers else []
         if not (staging / RESUME).is_file():
             copy_base(staging)
             (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
         number_of = {doc.id: n for docs in per_target for n, doc in enumerate(docs)}
         order = sybil_batches(per_target)
-        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER) as kb:
+        day = SimulatedDay(base) if writers == "patient" else None
+        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER,
+                                clock=None if day is None else day.now) as kb:
             for sleeper, documents in enumerate(records):
                 if documents:
+                    if day is not None:
+                        day.set(1)
                     kb.ingest(documents, tier="neutral", writer=sleeper_writer(sleeper),
                               source="sleeper record", guard=screener)
             for number, doc in enumerate(order, start=1):
                 writer = (sybil_writer(doc.id) if writers == "sybil"
                           else sleeper_writer(number_of[doc.id] % SLEEPERS))
+                if day is not None:
+                    day.set(1 + PATIENT_LEAD_DAYS + number_of[doc.id] % SLEEPERS)
                 kb.ingest([doc], tier="neutral", writer=writer,
                           source=f"attack family {family}", guard=screener)
                 if say is not None and number % SAY_EVERY == 0:
@@ -232,7 +269,7 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
         facts = {"poisons": len(poisons), "writers": writers,
                  "batches": len(order) + sum(1 for documents in records if documents),
                  "quarantined": sorted(q["id"] for q in held_now if q["id"] in ids)}
-        if writers == "sleeper":
+        if sleepers:
             facts |= {"sleeper_documents": sleeper_documents,
                       "sleeper_documents_quarantined": sum(1 for q in held_now
                                                            if q["id"] not in ids)}
