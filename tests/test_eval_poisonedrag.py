@@ -399,7 +399,7 @@ def test_patient_kb_spreads_the_sleepers_campaign_over_simulated_days(tmp_path: 
     targets = TARGETS[:2]
     base, _ = _small_base(tmp_path, targets, extra=20)
     with KnowledgeBase.open(base) as kb:
-        origin = max(kb.writers_since().values())
+        origin = max(d["ingested_at"] for d in kb.documents())
         base_ids = set(kb.document_ids())
         base_times = {d: kb.store.document(d)["ingested_at"] for d in base_ids}
     patient = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
@@ -414,6 +414,7 @@ def test_patient_kb_spreads_the_sleepers_campaign_over_simulated_days(tmp_path: 
     for number in range(kbs.SLEEPERS):
         first = since[kbs.sleeper_writer(number)]
         assert origin + day <= first < origin + day + 600  # the records: a day after the base
+        assert since[kbs.CLEAN_WRITER] <= origin  # the base keeps its own times
     for doc_id, row in posts.items():
         number = int(doc_id.rsplit(":", 1)[1])
         posted = row["ingested_at"] - origin

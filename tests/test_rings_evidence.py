@@ -485,3 +485,37 @@ def test_bursts_equal_the_components_of_the_within_a_window_relation() -> None:
         expected = {frozenset(c) for c in components(range(n), links)}
         assert {frozenset(s.members) for s in found} == expected
         assert all(s.burst == (len(s.members) > 1) for s in found)
+
+
+def test_tenure_only_lowers_a_newcomers_weight_on_random_histories() -> None:
+    """On random writers, records, first documents and passage times: with tenure every
+    source weighs at most what it weighs without it; a source whose passages are no later
+    than the opposing claim's first one (or whose writers' first documents are unknown)
+    weighs exactly the same; and a capped source says which factor capped it."""
+    rng = np.random.default_rng(11)
+    off = EvidenceConfig(tenure_full_s=0)
+    for _ in range(200):
+        n = int(rng.integers(1, 8))
+        writers = [f"w{int(rng.integers(0, 4))}" for _ in range(n)]
+        times = [None if rng.random() < 0.15 else float(rng.integers(0, 400)) * DAY
+                 for _ in range(n)]
+        items = [_item(i, LIES[i % 5], writers[i], at=times[i], batch=i) for i in range(n)]
+        first_opposed = float(rng.integers(0, 400)) * DAY
+        items.append(_item(n, TRUE, "truth", at=first_opposed))
+        records = {w: int(rng.integers(0, 2000)) for w in {*writers, "truth"}}
+        since = {w: float(rng.integers(0, 400)) * DAY for w in records if rng.random() < 0.8}
+        capped = Evidence(QUESTION, items, _orthogonal(n + 1), records, writers_since=since)
+        plain = Evidence(QUESTION, items, _orthogonal(n + 1), records, off,
+                         writers_since=since)
+        for by_origin in (False, True):
+            with_cap = capped.sources(range(n), [n], by_origin=by_origin)
+            without = plain.sources(range(n), [n], by_origin=by_origin)
+            assert [s.members for s in with_cap] == [s.members for s in without]
+            for a, b in zip(with_cap, without, strict=True):
+                assert a.weight <= b.weight + 1e-12 and b.tenure is None
+                late = [i for i in a.members if times[i] is not None
+                        and times[i] > first_opposed and writers[i] in since]
+                if not late:
+                    assert a.weight == b.weight and a.tenure is None
+                if a.tenure is not None:
+                    assert a.record == a.tenure < b.record

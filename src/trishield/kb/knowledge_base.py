@@ -293,8 +293,7 @@ class KnowledgeBase:
                              f"{', '.join(DENSE_KINDS)}")
         if embedding_model is not None:
             get_embedding_model(embedding_model)
-        store = (Store(database, read_only=read_only) if clock is None
-                 else Store(database, read_only=read_only, clock=clock))
+        store = Store(database, read_only=read_only, clock=clock or time.time)
         meta = store.meta()
         if "embedding_model" not in meta and read_only:
             store.close()

@@ -40,6 +40,7 @@ from trishield.eval.poisonedrag.conditions import WRITER_SETTINGS
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import DATASETS, wiki5k_documents
 from trishield.rings.analysis import DEFAULT_ANALYSER
+from trishield.rings.evidence import DAY_S
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard
 
 PROFILES = ("wiki5k", "mini")
@@ -62,7 +63,6 @@ PATIENT_LEAD_DAYS = 7
 """The ``patient`` setting: the sleepers store their records a day after the base KB's last
 document, and sleeper *i* posts its poisons ``PATIENT_LEAD_DAYS + i`` days after that: a
 day apart (no burst), each after a week of writing (docs/design.md, "Tenure")."""
-DAY_S = 86_400.0
 
 
 def profile_documents(profile: str, targets: Sequence[Target], seed: int) -> list[Document]:
@@ -171,8 +171,7 @@ class SimulatedDay:
 
     def __init__(self, base: Path):
         with KnowledgeBase.open(base, read_only=True) as kb:
-            row = kb.store.connection.execute("SELECT MAX(ingested_at) FROM documents")
-            self.origin = float(row.fetchone()[0] or 0.0)
+            self.origin = max((d["ingested_at"] for d in kb.documents()), default=0.0)
         self.started = time.time()
         self.day = 0
 
