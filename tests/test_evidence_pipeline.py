@@ -93,19 +93,77 @@ def test_equal_newcomers_conflict_and_the_refusal_names_both_claims(tmp_path: Pa
 
 def test_a_claim_lighter_than_a_silent_source_is_not_believed() -> None:
     """The truth is often only implied by the heavier source, which then declines; the
-    attacker's passages always speak. A claim outweighed by a silent source is refused."""
+    attacker's passages always speak. A claim outweighed by a silent source is refused, the
+    two weighed against each other as opposing claims are: an archive that stood first has
+    its precedence against a later claim (weighed apart, 1.0 against a full record's 1.0,
+    it did not outweigh it), and loses it to a claim that stood before it."""
+    import numpy as np
+
     from trishield.defenses.answerers import outweighed_by_silence
-    from trishield.rings.evidence import ClaimSide, Source
+    from trishield.rings.evidence import ClaimSide, Evidence, Item
 
-    def source(writer: str, tier: str, weight: float) -> Source:
-        return Source((0,), (writer,), tier, 1.0, None, weight)
+    def weighed(silent: tuple[str, str, float], claim: tuple[str, str, float],
+                records: dict[str, int]) -> tuple[str, float, float] | None:
+        """``(writer, tier, time)`` of the silent side and of the claim's one passage: the
+        silent source's writer, its weight and the claim's, if it outweighs the claim."""
+        items = [Item("s#0", "s", silent[0], silent[1], TRUTH, 1, silent[2]),
+                 Item("c#0", "c", claim[0], claim[1], LIES[0], 2, claim[2])]
+        evidence = Evidence(QUESTION, items, np.eye(2, dtype=np.float32), records)
+        (side,) = evidence.sources([0], by_origin=True)
+        found = outweighed_by_silence(
+            evidence, ClaimSide("Marco Bellini", evidence.sources([1])), [side])
+        return None if found is None else (found[0].writers[0], found[0].weight,
+                                           found[1].weight)
 
-    claim = ClaimSide("Marco Bellini", (source("mallory", "neutral", 0.9),))
-    assert outweighed_by_silence(claim, [source("archive", "neutral", 1.0)]) is not None
-    assert outweighed_by_silence(claim, [source("archive", "neutral", 0.5)]) is None
-    assert outweighed_by_silence(claim, [source("publisher", "trusted", 0.1)]) is not None
-    assert outweighed_by_silence(claim, [source("forum", "untrusted", 9.0)]) is None
-    assert outweighed_by_silence(claim, []) is None
+    full = {"archive": 5000, "mallory": 1000, "publisher": 1, "forum": 5000}
+    assert weighed(("archive", "neutral", 1.0), ("mallory", "neutral", 9.0), full) == (
+        "archive", 2.0, 1.0)  # it stood first: precedence against the later claim
+    assert weighed(("archive", "neutral", 9.0), ("mallory", "neutral", 1.0), full) is None
+    assert weighed(("archive", "neutral", 1.0), ("mallory", "neutral", 9.0),
+                   {**full, "archive": 1}) is None  # a one-document archive: 0.2 < 1.0
+    assert weighed(("publisher", "trusted", 9.0), ("mallory", "neutral", 1.0), full) \
+        is not None  # a higher tier outweighs whatever the weights
+    assert weighed(("forum", "untrusted", 1.0), ("mallory", "neutral", 9.0), full) is None
+    evidence = Evidence(QUESTION, [Item("c#0", "c", "mallory", "neutral", LIES[0])],
+                        None, full)
+    assert outweighed_by_silence(evidence, ClaimSide("x", evidence.sources([0])), []) is None
+
+
+def test_an_archive_that_stood_first_and_gives_no_answer_outweighs_a_later_claim(
+        tmp_path: Path) -> None:
+    """Through the real pipeline: the archive's side is about the question but its reader
+    answers with nothing the archive states (silence), and one newcomer with as full a record
+    states the lie. Weighed apart they were equal (1.0 each) and the lie was given
+    unopposed; weighed against each other the archive has its precedence (2.0), so the lie
+    is refused and the reason names the archive. Tenure is off to show this rule alone."""
+    from trishield.rings.retrieval_scorer import ScorerConfig
+    from trishield.settings import PipelineConfig
+
+    silent_truth = ("The Halden Bridge over the Tista river opened to traffic in 1912 after "
+                    "four years of construction.")
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
+                  + [Document(id="halden-bridge", text=silent_truth)], tier="neutral",
+                  writer="archive")
+        kb.ingest([Document(id=f"note-{n}", text=f"Garden club note {n}: plot {n} grows "
+                            f"{('beans', 'kale', 'leeks')[n % 3]} this season.")
+                   for n in range(12)] + [Document(id="lie", text=LIES[0])],
+                  tier="neutral", writer="mallory")
+        reader = FooledReader("Marco Bellini", InventingReader("the moon"))
+        answer = build_defense("full", kb, [reader], config=PipelineConfig(
+            scorer=ScorerConfig(record_full=10, tenure_full_s=0))).ask(QUESTION)
+    assert answer.refused and "Bellini" not in (answer.answer or ""), answer.reason
+    import re
+
+    found = re.search(r"weight ([0-9.]+) against it\) while a heavier source about the "
+                      r"question \(archive, neutral, weight ([0-9.]+), in the knowledge base "
+                      r"first\) gives no answer", answer.reason)
+    assert found is not None, answer.reason
+    # the same record each (Ring 1's query-time flags, if any, scale both alike): the
+    # archive's precedence is the difference
+    assert float(found[2]) == pytest.approx(2 * float(found[1]))
+    verdict = answer.trace.evidence.verdicts[-1]
+    assert verdict.outcome == "unopposed" and verdict.support.claim == "Marco Bellini"
 
 
 def test_a_contested_question_asks_the_second_reader_per_source(tmp_path: Path) -> None:

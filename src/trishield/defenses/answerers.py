@@ -208,12 +208,14 @@ class PanelConsensus:
         if verdict.outcome not in ("stands", "unopposed"):
             result = ConsensusResult(None, True, verdict.reason, rounds)
             return self._finish(run, result, [], escalated=escalated)
-        if (heavier := outweighed_by_silence(verdict.support, silent)) is not None:
+        if (silence := outweighed_by_silence(evidence, verdict.support, silent)) is not None:
+            heavier, claim = silence
+            stood = ", in the knowledge base first" if heavier.established else ""
             result = ConsensusResult(None, True, (
                 f"insufficient evidence: {verdict.support.label!r} rests on lighter sources "
-                f"(weight {verdict.support.weight:.2f}) while a heavier source about the "
+                f"(weight {claim.weight:.2f} against it) while a heavier source about the "
                 f"question ({'+'.join(heavier.writers)}, {heavier.tier}, weight "
-                f"{heavier.weight:.2f}) gives no answer"), rounds)
+                f"{heavier.weight:.2f}{stood}) gives no answer"), rounds)
             return self._finish(run, result, [], escalated=escalated)
         winners = [evidence_passage(evidence.items[i])
                    for source in verdict.support.sources for i in source.members]
@@ -256,15 +258,25 @@ def convened(run: Run, results: Sequence[ConsensusResult]) -> None:
                                    reasons=[*run.trace.gate.reasons, *why])
 
 
-def outweighed_by_silence(claim: ClaimSide, silent: Sequence[Source]) -> Source | None:
-    """A source about the question that declined to answer and outweighs the claim (higher
-    tier, or the same tier and more weight): then the claim rests on the lighter evidence
-    and is not believed. Silence is no contradiction, but an attacker's passages always
-    speak, and the truth is often only implied by the heavier source."""
+def outweighed_by_silence(evidence: Evidence, claim: ClaimSide, silent: Sequence[Source]
+                          ) -> tuple[Source, ClaimSide] | None:
+    """A source about the question that gave no answer and outweighs the claim (higher tier,
+    or the same tier and more weight), weighed against each other as opposing claims are
+    (each side's precedence, bursts and newcomers' tenure measured against the other's
+    passages): then the claim rests on the lighter evidence and is not believed. Returns
+    that source and the claim as weighed against it. Silence is no contradiction, but an
+    attacker's passages always speak, and the truth is often only implied by the heavier
+    source, or stated in words no lexical check can match (a reader's "No" that no sentence
+    decides). Weighed apart, as the sides were ranked, an archive that stood first weighed
+    as little as a newcomer's claim: the precedence it earned only counted against a claim."""
+    members = [i for source in claim.sources for i in source.members]
     for source in silent:
-        theirs, ours = TIER_ORDER[source.tier], TIER_ORDER[claim.top_tier or "untrusted"]
-        if theirs > ours or (theirs == ours and source.weight > claim.weight):
-            return source
+        # a side is one origin (Evidence.sides), so regrouped by origin it is one source
+        (quiet,) = evidence.sources(source.members, members, by_origin=True)
+        heard = ClaimSide(claim.label, evidence.sources(members, source.members))
+        theirs, ours = TIER_ORDER[quiet.tier], TIER_ORDER[heard.top_tier or "untrusted"]
+        if theirs > ours or (theirs == ours and quiet.weight > heard.weight):
+            return quiet, heard
     return None
 
 
