@@ -112,12 +112,18 @@ class Item:
     """Its numeric claims stored at ingest, likewise (Ring 2's conflicts)."""
 
 
+def log_share(amount: float, full: float, floor: float) -> float:
+    """``log(1 + amount) / log(1 + full)`` within ``[floor, 1]``: the scale of both history
+    terms (a record in documents, a tenure in days), so each step counts less than the one
+    before it and neither can be outgrown."""
+    return max(floor, min(1.0, math.log1p(amount) / math.log1p(full)))
+
+
 def record(documents: int | None, config: EvidenceConfig) -> float:
     """A writer's track record in (0, 1]; unknown (no knowledge base to ask) is a full one."""
     if documents is None:
         return 1.0
-    full = math.log1p(documents) / math.log1p(config.record_full)
-    return max(config.record_floor, min(1.0, full))
+    return log_share(documents, config.record_full, config.record_floor)
 
 
 DAY_S = 86_400.0
@@ -130,9 +136,8 @@ def tenure(writing_for_s: float, config: EvidenceConfig) -> float:
     ``[record_floor, 1]``; 1 when the rule is off (``tenure_full_s = 0``)."""
     if config.tenure_full_s <= 0:
         return 1.0
-    days = max(0.0, writing_for_s) / DAY_S
-    full = math.log1p(days) / math.log1p(config.tenure_full_s / DAY_S)
-    return max(config.record_floor, min(1.0, full))
+    return log_share(max(0.0, writing_for_s) / DAY_S, config.tenure_full_s / DAY_S,
+                     config.record_floor)
 
 
 @dataclass(frozen=True)
