@@ -166,6 +166,34 @@ def test_an_archive_that_stood_first_and_gives_no_answer_outweighs_a_later_claim
     assert verdict.outcome == "unopposed" and verdict.support.claim == "Marco Bellini"
 
 
+def test_a_heavier_source_that_was_not_asked_is_not_outvoted_by_its_absence(
+        tmp_path: Path) -> None:
+    """Only the three heaviest sides are asked (ranked apart, with no claim to weigh them
+    against). Three writers with longer records than a small archive post the lie; the
+    archive that stood first is ranked fourth and never asked, so the lie was given
+    unopposed. Weighed against the claim the archive has its precedence and the newcomers
+    their tenure: the lie is refused and the reason says the archive was not asked."""
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.ingest([Document(id="halden-bridge", text=TRUTH)] +
+                  [Document(id=f"library-{n}", text=FILLER[n]) for n in range(2)],
+                  tier="neutral", writer="archive")
+        for writer in range(3):
+            kb.ingest([Document(id=f"note-{writer}-{n}",
+                                text=f"Garden club note {n} by member {writer}: plot "
+                                     f"{n * 7 + writer} grows {('beans', 'kale', 'leeks')[n % 3]}"
+                                     " this season.") for n in range(30)]
+                      + [Document(id=f"lie-{writer}", text=LIES[writer])],
+                      tier="neutral", writer=f"member-{writer}")
+        reader = FooledReader("Marco Bellini", InventingReader("the moon"))
+        answer = build_defense("full", kb, [reader]).ask(QUESTION)
+    assert answer.refused and "Bellini" not in (answer.answer or ""), answer.reason
+    assert "(archive, neutral, weight" in answer.reason
+    assert "in the knowledge base first) was not asked (only the 3 heaviest sides are)" \
+        in answer.reason
+    rounds = answer.trace.ring3.rounds
+    assert len(rounds) == 3 and not any("halden-bridge#0" in r.context for r in rounds)
+
+
 def test_a_contested_question_asks_the_second_reader_per_source(tmp_path: Path) -> None:
     """Each source the first model misreads goes to the second reader; the claims it reads are
     weighed as any others (the trusted source wins) and the trace says it was asked."""

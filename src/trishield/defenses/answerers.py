@@ -189,11 +189,14 @@ class PanelConsensus:
             label = next((known for known in claims
                           if same_answer(known, heard.answer, question)), heard.answer)
             claims.setdefault(label, []).extend(source.members)
+        unheard: list[Source] = []  # not asked, and stating no claim that was given
         for source in sides[self.config.max_sources:]:  # not asked: join what they state
             stated = [label for label in claims if any(
                 answer_states(label, evidence.items[i].text, question) for i in source.members)]
             if len(stated) == 1:
                 claims[stated[0]].extend(source.members)
+            else:
+                unheard.append(source)
         if not claims:
             why = "every source declined"
             if distrusted:
@@ -208,14 +211,18 @@ class PanelConsensus:
         if verdict.outcome not in ("stands", "unopposed"):
             result = ConsensusResult(None, True, verdict.reason, rounds)
             return self._finish(run, result, [], escalated=escalated)
-        if (silence := outweighed_by_silence(evidence, verdict.support, silent)) is not None:
+        for quiet, why in ((silent, "gives no answer"),
+                           (unheard, f"was not asked (only the {self.config.max_sources} "
+                                     "heaviest sides are) and states no answer given")):
+            if (silence := outweighed_by_silence(evidence, verdict.support, quiet)) is None:
+                continue
             heavier, claim = silence
             stood = ", in the knowledge base first" if heavier.established else ""
             result = ConsensusResult(None, True, (
                 f"insufficient evidence: {verdict.support.label!r} rests on lighter sources "
                 f"(weight {claim.weight:.2f} against it) while a heavier source about the "
                 f"question ({'+'.join(heavier.writers)}, {heavier.tier}, weight "
-                f"{heavier.weight:.2f}{stood}) gives no answer"), rounds)
+                f"{heavier.weight:.2f}{stood}) {why}"), rounds)
             return self._finish(run, result, [], escalated=escalated)
         winners = [evidence_passage(evidence.items[i])
                    for source in verdict.support.sources for i in source.members]
