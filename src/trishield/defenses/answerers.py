@@ -195,7 +195,7 @@ class PanelConsensus:
                 answer_states(label, evidence.items[i].text, question) for i in source.members)]
             if len(stated) == 1:
                 claims[stated[0]].extend(source.members)
-            else:
+            elif not stated:
                 unheard.append(source)
         if not claims:
             why = "every source declined"
