@@ -162,8 +162,14 @@ def test_an_archive_that_stood_first_and_gives_no_answer_outweighs_a_later_claim
     # the same record each (Ring 1's query-time flags, if any, scale both alike): the
     # archive's precedence is the difference
     assert float(found[2]) == pytest.approx(2 * float(found[1]))
-    verdict = answer.trace.evidence.verdicts[-1]
-    assert verdict.outcome == "unopposed" and verdict.support.claim == "Marco Bellini"
+    weighed, silenced = answer.trace.evidence.verdicts[-2:]
+    assert weighed.outcome == "unopposed" and weighed.support.claim == "Marco Bellini"
+    # the trace holds the weighing that refused: the claim against the silent archive
+    assert silenced.outcome == "silenced" and silenced.reason == answer.reason
+    assert silenced.support.claim == "Marco Bellini" and silenced.opposition is not None
+    (archive,) = silenced.opposition.sources
+    assert archive.writers == ["archive"] and archive.established
+    assert silenced.opposition.weight == pytest.approx(2 * silenced.support.weight, abs=1e-4)
 
 
 def test_a_heavier_source_that_was_not_asked_is_not_outvoted_by_its_absence(
@@ -192,6 +198,10 @@ def test_a_heavier_source_that_was_not_asked_is_not_outvoted_by_its_absence(
         in answer.reason
     rounds = answer.trace.ring3.rounds
     assert len(rounds) == 3 and not any("halden-bridge#0" in r.context for r in rounds)
+    silenced = answer.trace.evidence.verdicts[-1]
+    assert silenced.outcome == "silenced" and silenced.opposition is not None
+    assert silenced.opposition.sources[0].writers == ["archive"]
+    assert silenced.opposition.sources[0].passages == ["halden-bridge#0"]
 
 
 def test_a_contested_question_asks_the_second_reader_per_source(tmp_path: Path) -> None:

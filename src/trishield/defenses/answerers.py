@@ -218,11 +218,15 @@ class PanelConsensus:
                 continue
             heavier, claim = silence
             stood = ", in the knowledge base first" if heavier.established else ""
-            result = ConsensusResult(None, True, (
-                f"insufficient evidence: {verdict.support.label!r} rests on lighter sources "
-                f"(weight {claim.weight:.2f} against it) while a heavier source about the "
-                f"question ({'+'.join(heavier.writers)}, {heavier.tier}, weight "
-                f"{heavier.weight:.2f}{stood}) {why}"), rounds)
+            reason = (f"insufficient evidence: {verdict.support.label!r} rests on lighter "
+                      f"sources (weight {claim.weight:.2f} against it) while a heavier source "
+                      f"about the question ({'+'.join(heavier.writers)}, {heavier.tier}, "
+                      f"weight {heavier.weight:.2f}{stood}) {why}")
+            # the weighing that refused, both sides as weighed against each other
+            record_verdict(run, evidence, Verdict(
+                "silenced", reason, claim,
+                ClaimSide(f"(no answer: {'+'.join(heavier.writers)})", (heavier,))))
+            result = ConsensusResult(None, True, reason, rounds)
             return self._finish(run, result, [], escalated=escalated)
         winners = [evidence_passage(evidence.items[i])
                    for source in verdict.support.sources for i in source.members]

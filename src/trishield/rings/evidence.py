@@ -191,7 +191,9 @@ class ClaimSide:
                 "sources": [s.as_dict(items) for s in self.sources]}
 
 
-Outcome = Literal["stands", "conflict", "unopposed"]
+Outcome = Literal["stands", "conflict", "unopposed", "silenced"]
+"""``silenced``: the claim stood or was unopposed, but a source about the question that gave
+no answer outweighs it (Ring 3's silence rule); the opposition is that silent source."""
 
 
 @dataclass(frozen=True)
