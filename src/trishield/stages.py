@@ -163,11 +163,9 @@ class WriterRecords(Protocol):
     """A retriever that knows its writers' track records (a knowledge base does; passages
     from elsewhere do not, and then every writer counts as established)."""
 
-    def documents_per_writer(self) -> dict[str, int]:
-        ...
-
-    def writers_since(self) -> dict[str, float]:
-        """Each writer's first stored document time (its tenure starts there)."""
+    def writer_records(self) -> tuple[dict[str, int], dict[str, float]]:
+        """Each writer's stored documents and its first stored document's time (its tenure
+        starts there), read together: Ring 2 asks once per question."""
         ...
 
 

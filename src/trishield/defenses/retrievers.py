@@ -45,11 +45,8 @@ class KBRetriever:
     def unknown_terms(self, query: str) -> list[str]:
         return self.kb.unknown_terms(query)
 
-    def documents_per_writer(self) -> dict[str, int]:
-        return self.kb.documents_per_writer()
-
-    def writers_since(self) -> dict[str, float]:
-        return self.kb.writers_since()
+    def writer_records(self) -> tuple[dict[str, int], dict[str, float]]:
+        return self.kb.writer_records()
 
 
 @dataclass(frozen=True)

@@ -80,9 +80,8 @@ def read_evidence(run: Run, question: str, candidates: list[Candidate],
     else Ring 2 reads the text (memoised)."""
     analyser = analyser or DEFAULT_ANALYSER
     retriever = run.retriever
-    known = isinstance(retriever, WriterRecords)
-    records = retriever.documents_per_writer() if known else None
-    since = retriever.writers_since() if known else None
+    records, since = (retriever.writer_records() if isinstance(retriever, WriterRecords)
+                      else (None, None))
     items = []
     for c in candidates:
         stored = analyser.ring2_of(c.chunk.analysis)

@@ -1337,23 +1337,25 @@ class KnowledgeBase:
         Ring 2 asks for it on every question, and counting cost 12 ms a question on wiki5k:
         it is kept until the chunk change log moves (every ingest, release and delete adds or
         removes chunks, so a count can only change with it)."""
-        return dict(self._writer_records_now()[1])
+        return self.writer_records()[0]
 
     def writers_since(self) -> dict[str, float]:
         """``writer -> when its first stored document entered the KB``: how long a writer had
         been writing when it wrote a passage caps its track record (the evidence's tenure).
         Kept with :meth:`documents_per_writer`, for the same reason."""
-        return dict(self._writer_records_now()[2])
+        return self.writer_records()[1]
 
-    def _writer_records_now(self) -> tuple[int, dict[str, int], dict[str, float]]:
-        """The writers' counts and first times, read again only when the chunk change log
-        has moved since they were last read."""
+    def writer_records(self) -> tuple[dict[str, int], dict[str, float]]:
+        """:meth:`documents_per_writer` and :meth:`writers_since` from one look at the
+        change log (Ring 2 reads both on every question), read again from the store only
+        when the log has moved since they were last read; copies, so the cache stays as
+        read."""
         position = self.store.index_position().current
         cached = self._writer_records
         if cached is None or cached[0] != position:
             cached = (position, self.store.documents_per_writer(), self.store.writers_since())
             self._writer_records = cached
-        return cached
+        return dict(cached[1]), dict(cached[2])
 
     def document_ids(self) -> list[str]:
         """Ids of every stored document (not the quarantined or deleted ones), oldest first."""

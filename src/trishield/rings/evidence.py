@@ -149,7 +149,7 @@ class Source:
     tier: str
     record: float
     """The standing the weight uses: the best of its writers' records, each capped by the
-    writer's tenure when it wrote (unless the source is established)."""
+    writer's tenure when it wrote if the source is a newcomer to the dispute."""
     earliest: float | None
     weight: float = 0.0
     established: bool = False

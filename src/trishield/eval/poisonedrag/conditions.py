@@ -130,11 +130,8 @@ class ConditionedKB:
     def unknown_terms(self, query: str) -> list[str]:
         return self._plain.unknown_terms(query)
 
-    def documents_per_writer(self) -> dict[str, int]:
-        return self._plain.documents_per_writer()
-
-    def writers_since(self) -> dict[str, float]:
-        return self._plain.writers_since()
+    def writer_records(self) -> tuple[dict[str, int], dict[str, float]]:
+        return self._plain.writer_records()
 
     def _composed(self, query: str, backend: str, k: int) -> list[Candidate]:
         """Top-k holds exactly n of this target's poisons and k-n clean passages (each in
