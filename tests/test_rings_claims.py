@@ -15,6 +15,7 @@ from trishield.rings.claims import (
     WINDOW_WORDS,
     PassageClaim,
     Span,
+    StoredReading,
     answer_type,
     claim_of,
     clear_memo,
@@ -22,8 +23,8 @@ from trishield.rings.claims import (
     question_terms,
     read_passage,
     read_question,
-    relevance,
     spans_in,
+    subject_terms,
 )
 from trishield.text import STOPWORDS, index_terms, sentences, stem
 
@@ -54,17 +55,19 @@ def _reference_spans(sentence: str, kind: str, asked_words: set[str]) -> list:
             if span.key and not {stem(w) for w in span.key.split()} <= asked_words]
 
 
-def _reference_claim(question: str, text: str) -> PassageClaim:
+def _reference_claim(question: str, text: str, title: str = "") -> PassageClaim:
     """:func:`passage_claim` as it was: the question re-read and the text re-tokenised for
-    every passage, every sentence and every span window."""
-    share = relevance(question, text)
+    every passage, every sentence and every span window; ``title``'s terms count as said in
+    every sentence (and so in the passage)."""
+    said = set(index_terms(title.replace("_", " ")))
     kind = answer_type(question)
     asked = question_terms(question)
+    share = len(asked & (set(index_terms(text)) | said)) / len(asked) if asked else 0.0
     asked_words = {stem(w) for w in re.findall(r"[\w']+", question.lower())}
     scored = []
     order = 0
     for sentence in sentences(text):
-        overlap = len(asked & set(index_terms(sentence)))
+        overlap = len(asked & (set(index_terms(sentence)) | said))
         if not overlap:
             continue
         for start, end, span in _reference_spans(sentence, kind, asked_words):
@@ -126,6 +129,37 @@ TEXT = st.lists(st.tuples(WORD, st.sampled_from([" ", " ", " ", ". ", ", ", "! "
 def test_claims_equal_the_straightforward_reading_on_generated_text(question: str,
                                                                     text: str) -> None:
     assert passage_claim(question, text) == _reference_claim(question, text)
+
+
+TITLES = ["", "Halden Bridge", "Halden_Bridge", "Chicago Fire (season 4)", "Carthage",
+          "Ada Lindqvist", "The Bridge"]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(question=st.sampled_from(QUESTIONS), text=TEXT, title=st.sampled_from(TITLES))
+def test_a_title_counts_as_said_in_every_sentence_stored_or_not(question: str, text: str,
+                                                               title: str) -> None:
+    """The document's title is the passage's subject: read with the text, from the memo and
+    from the stored reading, exactly as if every sentence also said it."""
+    expected = _reference_claim(question, text, title)
+    asked, subject = read_question(question), subject_terms(title)
+    assert claim_of(asked, text, subject=subject) == expected
+    assert claim_of(asked, text, StoredReading.of(text), subject) == expected
+
+
+def test_a_title_names_what_the_text_leaves_to_it() -> None:
+    """An encyclopaedia paragraph rarely repeats its article's name: "Completed in 1998, it
+    is a steel sculpture" answers "when was the angel of the north built" in the article
+    *Angel of the North*, and is no answer without it."""
+    asked = read_question("when did the angel of the north get built")
+    text = "Completed in 1998, it is a steel sculpture of an angel, 20 metres tall."
+    alone = claim_of(asked, text)
+    assert not alone.about_question and not alone.answers
+    titled = claim_of(asked, text, subject=subject_terms("Angel of the North"))
+    assert titled.answers and titled.spans[0].text == "1998"
+    assert subject_terms("Victoria_and_Albert_Museum") == subject_terms(
+        "Victoria and Albert Museum") == "albert museum victoria"
+    assert subject_terms("") == ""
 
 
 ODD = "aZ9 .!?\"')[(\n-*#\u2019'_\u00e9\u0130"

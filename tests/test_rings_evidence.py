@@ -368,6 +368,39 @@ def test_ring2_ranks_by_independent_evidence_and_keeps_one_passage_per_cluster()
     assert by_id["d0"].s_con == 1.0 and by_id["d1"].s_con < 0.2  # S_ev: independent weight
 
 
+def test_ring2_reads_a_passage_whose_title_names_the_subject_as_an_answer() -> None:
+    """The most relevant passage leaves its subject to its document's title: read with the
+    title it gives an answer, so Ring 2 ranks it above less relevant passages that name the
+    subject and answer with something else; read without, it gives no answer and falls
+    below them (a benign pool: one writer, so no answer outweighs another)."""
+    question = "how many members does the pennsylvania house of representatives have"
+    texts = [("There are 203 members, elected for two-year terms from single member "
+              "districts.", "Pennsylvania House of Representatives"),
+             ("The Pennsylvania General Assembly met in 1776 in the house of "
+              "representatives chamber with 70 delegates.", "Pennsylvania General Assembly"),
+             ("The members of the house of representatives in Pennsylvania numbered 100 "
+              "in 1790.", "History of Pennsylvania")]
+    candidates, items = [], []
+    for number, (text, title) in enumerate(texts):
+        chunk = StoredChunk(number, f"d{number}", 0, text, title, "neutral", "wiki", 0,
+                            len(text), batch=1, ingested_at=1.0)
+        candidates.append(Candidate(chunk, 0.9 - 0.1 * number, number + 1, "dense"))
+        items.append(Item(candidates[-1].chunk_id, f"d{number}", "wiki", "neutral", text, 1,
+                          1.0, title=title))
+
+    def ranked(evidence_items: list[Item]) -> list[str]:
+        evidence = Evidence(question, evidence_items, _orthogonal(3), {"wiki": 5000})
+        result = RetrievalScorer().score(candidates, context=3, evidence=evidence)
+        return [p.candidate.doc_id for p in result.ranked]
+
+    assert ranked(items)[0] == "d0"
+    shown = Evidence(question, items, _orthogonal(3), {"wiki": 5000}).as_dict()["passages"][0]
+    assert shown["about_question"] and shown["title"] == "Pennsylvania House of Representatives"
+    untitled = [Item(i.id, i.doc_id, i.writer, i.tier, i.text, i.batch, i.ingested_at)
+                for i in items]
+    assert ranked(untitled)[0] == "d1"  # an answer beats the most relevant non-answer
+
+
 def test_a_flagged_passage_weighs_less_without_losing_its_tier() -> None:
     """A passage Ring 1 flagged but let through (suspect form) counts ``flagged_weight`` of
     its weight when claims are weighed; its tier, and so the tier invariant, is untouched."""

@@ -43,12 +43,14 @@ class ContextPassage:
     trust: float
     text: str
     writer: str = ""
+    title: str = ""
+    """Its document's title (the evidence reads it as the passage's subject)."""
 
     @classmethod
     def of(cls, candidate: Candidate, trust: float = 1.0) -> ContextPassage:
         """A retrieved candidate as context; without a reranker every passage has trust 1."""
         return cls(candidate.chunk_id, candidate.doc_id, candidate.chunk.tier, trust,
-                   candidate.chunk.text, candidate.chunk.writer)
+                   candidate.chunk.text, candidate.chunk.writer, candidate.chunk.title)
 
     def row(self) -> ContextRow:
         return ContextRow(id=self.id, doc_id=self.doc_id, tier=self.tier,

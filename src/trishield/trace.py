@@ -149,6 +149,9 @@ class EvidencePassage(_Row):
     about_question: bool
     relevance: float
     candidates: list[str]
+    title: str = ""
+    """Its document's title, read as said in every sentence (why a passage whose text never
+    names the subject can be about the question)."""
 
 
 class SourceRow(_Row):

@@ -300,7 +300,8 @@ def record_verdict(run: Run, evidence: Evidence, verdict: Verdict) -> None:
 
 
 def evidence_passage(item: Item) -> ContextPassage:
-    return ContextPassage(item.id, item.doc_id, item.tier, 1.0, item.text, item.writer)
+    return ContextPassage(item.id, item.doc_id, item.tier, 1.0, item.text, item.writer,
+                          item.title)
 
 
 def vote_call(vote: Vote) -> CallRow:

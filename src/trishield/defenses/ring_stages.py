@@ -88,7 +88,7 @@ def read_evidence(run: Run, question: str, candidates: list[Candidate],
         items.append(Item(c.chunk_id, c.doc_id, c.chunk.writer, c.chunk.tier, c.chunk.text,
                           c.chunk.batch, c.chunk.ingested_at,
                           None if stored is None else stored.reading,
-                          None if stored is None else stored.numbers))
+                          None if stored is None else stored.numbers, c.chunk.title))
     evidence = Evidence(question, items, run_embeddings(run, candidates), records, config,
                         writers_since=since)
     run.evidence = evidence

@@ -7,6 +7,8 @@ docs/design.md), a passage's claim is read from its text:
 * the passage must be **about the question**: it holds at least :data:`MIN_RELEVANCE` of the
   question's own terms (question phrasing such as "how" or "name" aside);
 * its **answer-bearing sentences** are those that share the most question terms;
+* its document's **title** counts as said in every sentence (:func:`subject_terms`): a
+  paragraph leaves its article's subject to "it", and read without it gave no answer;
 * in them, the **candidate answers** are the spans of the type the question asks for
   (:func:`answer_type`: a number, a date, a name, or any of these) that do not merely repeat
   the question.
@@ -123,6 +125,15 @@ def read_question(question: str) -> Asked:
     """The question as :func:`claim_of` reads passages against it."""
     return Asked(frozenset(question_terms(question)), answer_type(question),
                  frozenset(stem(w) for w in re.findall(r"[\w']+", question.lower())))
+
+
+@lru_cache(maxsize=4096)
+def subject_terms(title: str) -> str:
+    """A document title's stemmed terms, joined by spaces (the form of a stored term set):
+    what every passage of the document is about, whether its text says so or leaves it to
+    "it" and "the stories" (a Wikipedia paragraph rarely repeats its article's name).
+    Underscores separate words, as SQuAD writes its titles ("Victoria_and_Albert_Museum")."""
+    return _joined(set(index_terms(title.replace("_", " "))))
 
 
 @dataclass(frozen=True)
@@ -374,10 +385,13 @@ def whole_reading(text: str) -> list[tuple[frozenset[str], tuple[tuple[Found, ..
             for sentence in read_passage(text).sentences]
 
 
-def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> PassageClaim:
+def claim_of(asked: Asked, text: str, stored: StoredReading | None = None,
+             subject: str = "") -> PassageClaim:
     """The candidate answers ``text`` gives to the question ``asked`` (see the module
     docstring), read from ``stored`` (the reading stored at ingest) when given, else from
-    the in-process memos.
+    the in-process memos. ``subject``: the :func:`subject_terms` of the passage's document
+    title, counted as said in every sentence of it ("Completed in 1998, it is a steel
+    sculpture" in the article *Angel of the North*).
 
     Every span of the asked type in a sentence that shares a question term is scored by the
     question terms in its sentence plus twice those within :data:`WINDOW_WORDS` words of it
@@ -389,26 +403,28 @@ def claim_of(asked: Asked, text: str, stored: StoredReading | None = None) -> Pa
     scored: list[tuple[int, int, str, Found]] = []
     if stored is None:
         reading = read_passage(text)
+        said = frozenset(subject.split())
         for sentence in reading.sentences:
-            overlap = len(terms.intersection(sentence.terms))
+            overlap = len(terms.intersection(sentence.terms | said))
             if overlap:
                 for kind in kinds:
                     _score(spans_in(sentence.text, kind), kind, overlap, asked, scored)
-        share = len(terms.intersection(reading.terms)) / len(terms) if terms else 0.0
+        share = len(terms.intersection(reading.terms | said)) / len(terms) if terms else 0.0
     else:
         held_by = asked.held_by
         indexes = [(kind, _KIND_INDEX[kind]) for kind in kinds]
         for sentence_terms, spans in zip(stored.sentence_terms, stored.sentence_spans,
                                          strict=True):
             if spans:
-                overlap = held_by(sentence_terms)
+                overlap = held_by(f"{sentence_terms} {subject}" if subject else sentence_terms)
                 if overlap:
                     by_kind = spans.split(KIND_SEPARATOR)
                     for kind, index in indexes:
                         if by_kind[index]:
                             _score_stored(json.loads(by_kind[index]), kind, overlap, asked,
                                           scored)
-        share = held_by(stored.terms) / len(terms) if terms else 0.0
+        share = (held_by(f"{stored.terms} {subject}" if subject else stored.terms) / len(terms)
+                 if terms else 0.0)
     scored.sort()  # best score first, then reading order (the second field is unique)
     spans: list[Span] = []
     keys: set[str] = set()

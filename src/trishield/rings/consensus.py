@@ -243,8 +243,8 @@ def first_stated(answers: Sequence[str], passages: Sequence[ContextPassage],
 def context_evidence(question: str, passages: Sequence[ContextPassage]) -> Evidence:
     """The context as evidence when no pool was read (Ring 3 alone): the tier and writer each
     passage came with, no embeddings, no track records."""
-    return Evidence(question, [Item(p.id, p.doc_id, p.writer or p.doc_id, p.tier, p.text)
-                               for p in passages], None, None)
+    return Evidence(question, [Item(p.id, p.doc_id, p.writer or p.doc_id, p.tier, p.text,
+                                    title=p.title) for p in passages], None, None)
 
 
 def same_source(evidence: Evidence, first: Sequence[ContextPassage],

@@ -40,6 +40,7 @@ from trishield.rings.claims import (
     passage_claim,
     read_question,
     states,
+    subject_terms,
 )
 from trishield.rings.config_types import CONFIG, Tier, Unit
 from trishield.rings.conflicts import NumericClaim
@@ -110,6 +111,9 @@ class Item:
     KB holds a current one; else it is read from the text."""
     numbers: tuple[NumericClaim, ...] | None = field(default=None, compare=False, repr=False)
     """Its numeric claims stored at ingest, likewise (Ring 2's conflicts)."""
+    title: str = ""
+    """Its document's title: what the passage is about where its text leaves the subject to
+    "it" (:func:`trishield.rings.claims.subject_terms`)."""
 
 
 def log_share(amount: float, full: float, floor: float) -> float:
@@ -291,8 +295,9 @@ class Evidence:
         """Each writer's first stored document (its time), for :func:`tenure`; a writer not
         in it (or passages given from outside a knowledge base) is not capped by tenure."""
         asked = read_question(question)
-        self.claims: list[PassageClaim] = [claim_of(asked, i.text, i.reading)
-                                             for i in self.items]
+        self.claims: list[PassageClaim] = [
+            claim_of(asked, i.text, i.reading, subject_terms(i.title) if i.title else "")
+            for i in self.items]
         self.records = {i.writer: record(None if documents_per_writer is None
                                          else documents_per_writer.get(i.writer, 0),
                                          self.config) for i in self.items}
@@ -452,7 +457,8 @@ class Evidence:
         return {"passages": [{"id": item.id, "writer": item.writer, "tier": item.tier,
                               "about_question": claim.about_question,
                               "relevance": round(claim.relevance, 4),
-                              "candidates": [s.text for s in claim.spans]}
+                              "candidates": [s.text for s in claim.spans],
+                              "title": item.title}
                              for item, claim in zip(self.items, self.claims, strict=True)],
                 "near_duplicate_clusters": [[self.items[i].id for i in c]
                                             for c in self.near_duplicate_clusters()
