@@ -724,6 +724,44 @@ def test_an_answer_that_picks_an_offered_alternative_is_stated_where_a_sentence_
     assert supporting_passages("Baga Beach", [passage], "where is baga beach") == []
 
 
+def test_offers_are_told_apart_by_the_terms_they_do_not_share() -> None:
+    """"nearby stars" to "... with nearby stars or with distant stars": both offers end in
+    "stars", so what picks one is "nearby", and a passage that says "nearby objects show a
+    larger parallax" states it without ever saying "stars". An answer naming only the shared
+    term picks no offer."""
+    from trishield.answers import offered_terms
+    from trishield.rings.consensus import supporting_passages
+    from trishield.stages import ContextPassage
+    from trishield.text import stem
+
+    question = "is parallax more pronounced with nearby stars or with distant stars"
+    passage = ContextPassage("p#0", "p", "neutral", 1.0,
+                             "Due to foreshortening, nearby objects show a larger parallax "
+                             "than farther objects.")
+    assert offered_terms("nearby stars", question) == [stem("nearby")]
+    assert supporting_passages("nearby stars", [passage], question) == [passage]
+    assert supporting_passages("distant stars", [passage], question) == []
+    assert offered_terms("Stars", question) == []
+    assert supporting_passages("Stars", [passage], question) == []
+
+
+def test_a_yes_that_answers_a_wh_question_is_a_word_a_passage_says() -> None:
+    """"Yes" is what one shouts on winning at bingo: to a question that asks *what*, it is a
+    word a passage contains, not a polarity a sentence must decide. Asked for a polarity, the
+    same word still needs a sentence holding every term of the question."""
+    from trishield.rings.consensus import supporting_passages
+    from trishield.stages import ContextPassage
+
+    passage = ContextPassage("p#0", "p", "neutral", 1.0,
+                             'When the numbers are marked off, most players will shout "Yes" '
+                             'or "Bingo".')
+    assert supporting_passages("Yes", [passage], "what do you say when you win bingo") == [
+        passage]
+    assert supporting_passages("Yes", [passage], "do players shout when they win") == []
+    assert supporting_passages("Yes", [_passage("q#0", 1.0, "Bingo is a game of chance.")],
+                               "what do you say when you win bingo") == []
+
+
 def test_a_function_word_is_no_content_term_as_written_or_stemmed() -> None:
     """"does", "because", "during" stem to words that are not stopwords ("doe", "becaus",
     "dure"): they are still no term an answer adds, and a stemmed stopword ("others" ->

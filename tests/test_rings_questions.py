@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trishield.rings.patterns import detect_patterns
-from trishield.rings.questions import asks_yes_or_no, questions
+from trishield.rings.questions import asks_for_a_thing, asks_yes_or_no, questions
 from trishield.text import sentence_spans, sentences
 
 DOCUMENTATION = [
@@ -134,3 +134,15 @@ def test_sentence_spans_match_sentences() -> None:
 ])
 def test_asks_yes_or_no(question: str, polar: bool) -> None:
     assert asks_yes_or_no(question) is polar
+
+
+@pytest.mark.parametrize(("question", "which"), [
+    ("what do you say when you win bingo", True),
+    ("What's the return window?", True),
+    ("How many episodes are in season 4?", True),
+    ("Can opened software be refunded?", False),
+    ("joined mexico and the united states to form nafta", False),
+    ("", False),
+])
+def test_asks_for_a_thing(question: str, which: bool) -> None:
+    assert asks_for_a_thing(question) is which

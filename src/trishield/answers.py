@@ -221,8 +221,10 @@ ALTERNATIVE_WINDOW = 2
 def offered_terms(answer: str, question: str) -> list[str]:
     """The answer's terms among the alternatives ``question`` offers: the content terms within
     :data:`ALTERNATIVE_WINDOW` of its "or" ("north", "goa" for "North Goa" to "baga beach is
-    in north or south goa"). Empty when the question offers none, or when the answer names
-    neither term next to the "or" ("Baga Beach" picks no offer: it only echoes the question).
+    in north or south goa"), less the terms both offers hold ("nearby stars or distant stars"
+    offers "nearby" and "distant": a passage saying "nearby objects" picks one). Empty when
+    the question offers none, or when the answer names neither term next to the "or"
+    ("Baga Beach" picks no offer: it only echoes the question).
 
     Why: an answer to such a question picks one of the offers in the question's own words,
     so :func:`own_terms` finds nothing it adds and the answer read as an echo of the question
@@ -233,6 +235,9 @@ def offered_terms(answer: str, question: str) -> list[str]:
     at = tokens.index("or")
     before = _content(tokens[:at])[-ALTERNATIVE_WINDOW:]
     after = _content(tokens[at + 1:])[:ALTERNATIVE_WINDOW]
+    shared = set(before) & set(after)  # "stars" in "nearby stars or distant stars"
+    before = [t for t in before if t not in shared]
+    after = [t for t in after if t not in shared]
     named = [t for t in _content(_tokens(answer)) if t in set(before) | set(after)]
     nearest = set(before[-1:] + after[:1])  # what tells the offers apart: "north", "south"
     return named if nearest & set(named) else []

@@ -43,7 +43,7 @@ from trishield.answers import (
 from trishield.llm.base import Reader, ReaderAnswer
 from trishield.rings.config_types import CONFIG, GateMode, TierTuple, Unit
 from trishield.rings.evidence import Evidence, Item, Verdict
-from trishield.rings.questions import asks_yes_or_no
+from trishield.rings.questions import asks_for_a_thing, asks_yes_or_no
 from trishield.stages import ContextPassage
 
 GATE_MODES: tuple[str, ...] = get_args(GateMode)
@@ -186,8 +186,10 @@ def supporting_passages(answer: str, passages: Sequence[ContextPassage],
     the safety suite and made things worse (two refusals became wrong answers, two
     unanswerable questions were answered): a near-miss sentence decides nothing. With every
     term required, the safety suite's near misses ("water damage to a headlamp" against "what
-    the warranty does not cover") stay unanswered (docs/design.md, row 11)."""
-    if is_bare_polar(answer):
+    the warranty does not cover") stay unanswered (docs/design.md, row 11). A "yes" answering a
+    question that asks *what* (``asks_for_a_thing``) is a word like any other: "Yes" is what
+    one shouts at bingo."""
+    if is_bare_polar(answer) and not asks_for_a_thing(question):
         return [p for p in passages if decides(answer, p.text, question)]
     core = set(own_terms(answer, question))  # an echo of the question states nothing
     if not core:  # unless the question offers alternatives and the answer picks one

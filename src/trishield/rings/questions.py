@@ -195,6 +195,14 @@ def questions(text: str) -> list[Question]:
     return found
 
 
+def asks_for_a_thing(question: str) -> bool:
+    """Whether ``question`` opens with an interrogative ("what", "who", "how", "what's"): it
+    asks for a thing, not a polarity, so a "yes" or "no" answering it is a word a passage says
+    ("what do you say when you win bingo": "Yes"), not a polarity a sentence must decide."""
+    tokens = re.findall(r"[\w']+", question.lower())
+    return bool(tokens) and tokens[0].partition("'")[0] in INTERROGATIVES
+
+
 def asks_yes_or_no(question: str) -> bool:
     """Whether ``question`` is a yes/no question: it opens with an auxiliary or modal ("Can
     opened software be refunded?", "Is wear and tear covered ...") and offers no alternatives
