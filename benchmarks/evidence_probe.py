@@ -52,6 +52,8 @@ def main() -> None:
     parser.add_argument("--second-reader", default="qwen2.5-1.5b",
                         help="Ring 3's second reader (none: without one; compare the two)")
     parser.add_argument("--benign", action="store_true", help="also the targets without poisons")
+    parser.add_argument("--benign-only", action="store_true",
+                        help="only the targets without poisons (no attacked blocks)")
     parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/probe"))
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
     parser.add_argument("--tenure-full-days", type=float, default=None,
@@ -142,12 +144,12 @@ def main() -> None:
     defenses = args.defense or ["none", "full-gated"]
     for defense in defenses:
         info(defense)  # a clear error for an unknown defense
-    if args.benign:
+    if args.benign or args.benign_only:
         with KnowledgeBase.open(base) as kb:
             for defense in defenses:
                 measure(f"benign / {defense}", make_asker(defense, KBRetriever(kb), panel,
                                                           config, second_reader=second), None)
-    for writers in args.writers or ["attacker"]:
+    for writers in [] if args.benign_only else args.writers or ["attacker"]:
         for family in families:
             for defense in defenses:
                 guarded = info(defense).uses_ring1_kb

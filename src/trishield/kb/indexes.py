@@ -63,6 +63,11 @@ limits recall (1M synthetic rows, k 20: recall@20 0.84 reading 8 x k, 0.956 at 1
 at 24 x k, 0.998 at 32 x k; nprobe 32 or 64 made no difference; docs/scale.md)."""
 IVF_RERANK_MIN = 200
 IVF_SEED = 1234
+OVERFETCH_MAX = 1024
+"""The most ids an exclusion drops after the search (:meth:`DenseIndex.search_many`) rather
+than as a FAISS selector during it: reading this many rows more costs less than a flat
+index's scalar selector path at any size measured (a writer with more chunks than this is
+excluded by selector)."""
 SINGLE_QUERY_THREADS = 1
 """OpenMP threads for one query (:meth:`DenseIndex.search`) and for a small add (one write's
 rows, up to :data:`SMALL_ADD_ROWS`): they gain nothing from more, and on a busy machine the
@@ -201,13 +206,21 @@ class DenseIndex:
                     excluding: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``depth`` best ``(scores, ids)`` of each row of ``vectors``, best first, never
         one of the ids in ``excluding`` nor a tombstone; a row that finds fewer is padded with
-        id -1 and a NaN score. The exclusion is a FAISS selector applied during the search (no
-        over-fetching, however many ids it names); with HNSW a large exclusion can cost
-        recall."""
+        id -1 and a NaN score.
+
+        A short exclusion (at most :data:`OVERFETCH_MAX` ids, no tombstones) is applied by
+        reading ``depth + len(excluding)`` rows and dropping the excluded ones: the same rows
+        from an exact index, at BLAS speed. A longer one is a FAISS selector applied during
+        the search (no over-fetching, however many ids it names), which a flat index serves
+        one scalar comparison at a time (about 25 ms for 20 rows over 5,000 chunks; a hundred
+        writers' worth made one screened ingest take 2.5 s, ``benchmarks/ingest_writers.py``);
+        with HNSW a large exclusion can cost recall."""
         queries = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.dimension)
         if len(self) == 0 or depth < 1 or len(queries) == 0:
             return (np.full((len(queries), max(depth, 0)), np.nan, dtype=np.float32),
                     np.full((len(queries), max(depth, 0)), -1, dtype=np.int64))
+        if excluding is not None and 0 < len(excluding) <= OVERFETCH_MAX and not self.tombstones:
+            return self._search_dropping(queries, depth, np.asarray(excluding, dtype=np.int64))
         selector, keep = None, []  # every selector must outlive the search
         if excluding is not None and len(excluding):
             keep.append(faiss.IDSelectorBatch(np.ascontiguousarray(excluding, dtype=np.int64)))
@@ -227,6 +240,20 @@ class DenseIndex:
         scores = scores.astype(np.float32)
         scores[ids < 0] = np.nan
         return scores, ids.astype(np.int64)
+
+    def _search_dropping(self, queries: np.ndarray, depth: int,
+                         excluding: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search_many` for a short exclusion: ``depth + len(excluding)`` rows read
+        without a selector, the excluded ones dropped, the first ``depth`` kept in order."""
+        scores, ids = self.search_many(queries, depth + len(excluding))
+        kept_scores = np.full((len(queries), depth), np.nan, dtype=np.float32)
+        kept_ids = np.full((len(queries), depth), -1, dtype=np.int64)
+        wanted = (ids >= 0) & ~np.isin(ids, excluding)
+        for row in range(len(queries)):
+            columns = np.flatnonzero(wanted[row])[:depth]
+            kept_scores[row, :len(columns)] = scores[row, columns]
+            kept_ids[row, :len(columns)] = ids[row, columns]
+        return kept_scores, kept_ids
 
     def memory_bytes(self) -> int:
         """Size of the serialised index: about what it holds in memory."""

@@ -277,6 +277,20 @@ class Store:
             f"WHERE d.writer IN ({marks}) ORDER BY c.pk", names)
         return np.array([pk for (pk,) in rows], dtype=np.int64)
 
+    def chunk_pks_by_writer(self, writers: Iterable[str]) -> dict[str, np.ndarray]:
+        """``writer -> row ids of its stored chunks`` for each of ``writers`` (an empty array
+        for one with none), in queries of 500 writers (SQLite's variable limit)."""
+        names = sorted(set(writers))
+        found: dict[str, list[int]] = {name: [] for name in names}
+        for start in range(0, len(names), 500):
+            part = names[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for pk, writer in self.connection.execute(
+                    "SELECT c.pk, d.writer FROM documents d JOIN chunks c ON c.doc_pk = d.pk "
+                    f"WHERE d.writer IN ({marks}) ORDER BY c.pk", part):
+                found[writer].append(pk)
+        return {name: np.asarray(pks, dtype=np.int64) for name, pks in found.items()}
+
     def document_vectors(self, doc_pks: Sequence[int], dimension: int) -> np.ndarray:
         """One unit vector per document, in the order given: the normalised mean of its chunk
         embeddings (how a document is embedded as a whole when it is screened)."""
