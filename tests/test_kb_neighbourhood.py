@@ -54,16 +54,20 @@ def test_a_row_that_finds_fewer_is_padded_the_same_way(monkeypatch: pytest.Monke
     assert (dropped[1][:, 3:] == -1).all() and np.isnan(dropped[0][:, 3:]).all()
 
 
-def _many_writers_kb(directory: Path, writers: dict[str, int], seed: int = 0) -> None:
-    """Documents of one chunk each: ``writers`` maps a writer to how many it stores."""
+def _many_writers_kb(directory: Path, writers: dict[str, int], seed: int = 0,
+                     secluded: frozenset[str] = frozenset()) -> None:
+    """Documents of one chunk each: ``writers`` maps a writer to how many it stores. A
+    ``secluded`` writer's documents sit around a centre of their own, so their nearest stored
+    chunks are their own writer's."""
     rng = np.random.default_rng(seed)
     centres = _unit(rng, 12)
     with KnowledgeBase.open(directory, create=True) as kb, kb.store.transaction() as connection:
         for writer, count in writers.items():
             documents = [Document(id=f"{writer}-{n}", text=f"Note {n} by {writer}.")
                          for n in range(count)]
-            vectors = centres[rng.integers(0, len(centres), count)] + \
-                    0.3 * _unit(rng, count)
+            around = _unit(rng, 1) if writer in secluded else \
+                centres[rng.integers(0, len(centres), count)]
+            vectors = around + 0.3 * _unit(rng, count)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             kb.store.write_batch(
                 connection, documents=documents,
@@ -86,14 +90,27 @@ def test_the_batched_reference_search_gives_the_per_writer_statistic(
     # reads past), and the batch's writer with stored documents of its own
     writers = {f"w{n:02d}": 1 + n % 4 for n in range(60)} | {"archive": 30, "wiki": 25,
                                                              "newcomer": 5}
-    _many_writers_kb(tmp_path / "kb", writers)
+    _many_writers_kb(tmp_path / "kb", writers, secluded=frozenset({"archive"}))
     monkeypatch.setattr(neighbourhood_module, "BATCHED_WRITER_CHUNKS", 10)
     new = _unit(np.random.default_rng(9), 3)
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         _, dense, _ = kb._refresh_indexes(persist=False)
         batched = StoredNeighbourhood(kb.store, dense, kb.dimension, "newcomer")
         before = PerWriterNeighbourhood(kb.store, dense, kb.dimension, "newcomer")
+        searches: list[int] = []
+        search_many = dense.search_many
+
+        def counted(vectors: np.ndarray, depth: int, **options: object) -> object:
+            if options.get("excluding") is not None:  # not the over-fetch inside a search
+                searches.append(len(vectors))
+            return search_many(vectors, depth, **options)
+
+        monkeypatch.setattr(dense, "search_many", counted)
         got = stored_outlier_scores(new, batched)
+        monkeypatch.setattr(dense, "search_many", search_many)
+        # the whole sample in one search; the secluded archive's 30 documents again (their
+        # own chunks filled the 10 extra rows); then the 3 new documents themselves
+        assert searches == [sum(writers.values()) - 5, 30, 3]
         expected = stored_outlier_scores(new, before)
         monkeypatch.setattr(indexes, "OVERFETCH_MAX", 0)
         selector_only = stored_outlier_scores(

@@ -27,11 +27,12 @@ share :data:`REFERENCE_SIZE`): a writer that floods the KB weighs no more than o
 wrote 100 documents."""
 REFERENCE_SEED = 0
 BATCHED_WRITER_CHUNKS = 1024
-"""A reference writer with at most this many stored chunks has its documents' neighbours read
-in the sample's one batched search (which then reads that many rows more per document); a
-larger one is searched on its own. A search costs about the same at depth 5 as at 505 (flat,
-50,000 chunks: 20 rows 75-80 ms either way, 2,000 rows 1.2-1.3 s), so a hundred writers of
-500 chunks each cost one search of the whole sample, not a hundred of 20 rows (9 s)."""
+"""How many rows more than asked the batched reference search reads (fewer when no reference
+writer holds that many chunks), so that dropping a document's own writer's chunks after it
+leaves enough. A search costs about the same at depth 5 as at 505 (flat, 50,000 chunks: 20
+rows 75-80 ms either way, 2,000 rows 1.2-1.3 s), so a hundred writers of 500 chunks each
+cost one search of the sample, not a hundred of 20 rows (9 s); a document whose neighbours
+are mostly its own writer's past this depth is searched again with the writer excluded."""
 
 
 def _writer_seed(writer: str) -> int:
@@ -127,9 +128,13 @@ class StoredNeighbourhood:
         other than the batch's and the document's own: exactly what one search per reference
         writer with both excluded finds (an exact index; ties aside).
 
-        Writers with at most :data:`BATCHED_WRITER_CHUNKS` chunks share one search that reads
-        ``k`` plus that many rows more (their own chunks are dropped after it, so ``k`` are
-        left of other writers'); a writer with more is searched on its own, as before."""
+        One search of the whole sample, excluding the batch's writer, reads ``k`` rows plus as
+        many as the largest reference writer holds chunks (at most
+        :data:`BATCHED_WRITER_CHUNKS`); each document's own writer's chunks are dropped after
+        it. Whatever is left first is the answer for every document that keeps ``k`` (or
+        whose search ran out of rows); a document of a large writer whose own chunks filled
+        the extra rows is searched again with its writer excluded, together with the rest of
+        that writer's."""
         if k in self._reference_scores:
             return self._reference_scores[k]
         sample = self._reference
@@ -137,23 +142,24 @@ class StoredNeighbourhood:
         scores = np.full((len(sample), k), np.nan, dtype=np.float32)
         names = sorted(self._reference_members)
         self._read_chunks([*names, self._writer])
-        batched = [name for name in names
-                   if len(self._chunks[name]) <= BATCHED_WRITER_CHUNKS]
-        if batched:
-            rows = np.concatenate([self._reference_members[name] for name in batched])
-            extra = max(len(self._chunks[name]) for name in batched)
-            found, ids = self._dense.search_many(sample.vectors[rows], k + extra,
-                                                 excluding=self._chunks[self._writer])
-            at = 0
-            for name in batched:
-                members = slice(at, at + len(self._reference_members[name]))
-                at = members.stop
-                kept = (ids[members] >= 0) & ~np.isin(ids[members], self._chunks[name])
-                for row, keep, row_found in zip(rows[members], kept, found[members],
-                                                strict=True):
-                    columns = np.flatnonzero(keep)[:k]
-                    scores[row, :len(columns)] = row_found[columns]
-        for name in sorted(set(names) - set(batched)):
+        extra = min(max(len(self._chunks[name]) for name in names), BATCHED_WRITER_CHUNKS)
+        found, ids = self._dense.search_many(sample.vectors, k + extra,
+                                             excluding=self._chunks[self._writer])
+        again: list[str] = []
+        for name in names:
+            members = self._reference_members[name]
+            kept = (ids[members] >= 0) & ~np.isin(ids[members], self._chunks[name])
+            exhausted = (ids[members] < 0).any(axis=1)
+            complete = True
+            for row, keep, done in zip(members, kept, exhausted, strict=True):
+                columns = np.flatnonzero(keep)[:k]
+                if len(columns) < k and not done and len(self._chunks[name]) > extra:
+                    complete = False
+                    break
+                scores[row, :len(columns)] = found[row, columns]
+            if not complete:
+                again.append(name)
+        for name in again:
             rows = self._reference_members[name]
             scores[rows], _ = self._dense.search_many(sample.vectors[rows], k,
                                                       excluding=self._excluding(name))
