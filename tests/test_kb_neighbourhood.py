@@ -145,8 +145,11 @@ def test_a_writers_chunks_are_read_through_an_index(tmp_path: Path) -> None:
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         found = kb.store.chunk_pks_by_writer(["bob", "alice", "nobody"])
         assert [len(found[name]) for name in ("alice", "bob", "nobody")] == [2, 3, 0]
-        assert np.array_equal(found["bob"], kb.store.chunk_pks_of(["bob"]))
+        bobs = [pk for (pk,) in kb.store.connection.execute(
+            "SELECT c.pk FROM chunks c, documents d WHERE d.pk = c.doc_pk AND d.writer = 'bob' "
+            "ORDER BY c.pk")]
+        assert found["bob"].tolist() == bobs
         plan = " ".join(str(row) for row in kb.store.connection.execute(
-            "EXPLAIN QUERY PLAN SELECT c.pk FROM chunks c JOIN documents d "
-            "ON d.pk = c.doc_pk WHERE d.writer IN (?)", ["bob"]))
+            "EXPLAIN QUERY PLAN SELECT c.pk, d.writer FROM documents d JOIN chunks c "
+            "ON c.doc_pk = d.pk WHERE d.writer IN (?)", ["bob"]))
         assert "documents_by_writer" in plan

@@ -266,17 +266,6 @@ class Store:
             grouped.setdefault(writer, []).append(pk)
         return grouped
 
-    def chunk_pks_of(self, writers: Iterable[str]) -> np.ndarray:
-        """Row ids of every stored chunk whose document one of ``writers`` wrote."""
-        names = sorted(set(writers))
-        if not names:
-            return np.zeros(0, dtype=np.int64)
-        marks = ",".join("?" * len(names))
-        rows = self.connection.execute(
-            "SELECT c.pk FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
-            f"WHERE d.writer IN ({marks}) ORDER BY c.pk", names)
-        return np.array([pk for (pk,) in rows], dtype=np.int64)
-
     def chunk_pks_by_writer(self, writers: Iterable[str]) -> dict[str, np.ndarray]:
         """``writer -> row ids of its stored chunks`` for each of ``writers`` (an empty array
         for one with none), in queries of 500 writers (SQLite's variable limit)."""
