@@ -15,7 +15,7 @@ from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
 from trishield.kb.indexes import DenseIndex
 from trishield.kb.neighbourhood import StoredNeighbourhood
-from trishield.rings.outlier import stored_outlier_scores
+from trishield.rings.outlier import OUTLIER_NEIGHBOURS, stored_outlier_scores
 
 DIMENSION = 384
 ROUNDING = 1e-5
@@ -153,3 +153,60 @@ def test_a_writers_chunks_are_read_through_an_index(tmp_path: Path) -> None:
             "EXPLAIN QUERY PLAN SELECT c.pk, d.writer FROM documents d JOIN chunks c "
             "ON c.doc_pk = d.pk WHERE d.writer IN (?)", ["bob"]))
         assert "documents_by_writer" in plan
+
+
+def _write(kb: KnowledgeBase, writer: str, count: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    documents = [Document(id=f"{writer}-late-{seed}-{n}", text=f"Late note {n} by {writer}.")
+                 for n in range(count)]
+    with kb.store.transaction() as connection:
+        kb.store.write_batch(
+            connection, documents=documents,
+            chunks=[chunk_document(d, kb.settings.chunking) for d in documents],
+            embeddings=_unit(rng, count), tier="neutral", writer=writer, source="test")
+
+
+def test_the_cached_reference_lists_follow_writes_and_deletes_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Screened writes one after another: with the handle's cache brought up to date from the
+    change log, every ``S_out`` is the one a fresh search of the whole sample gives, through
+    added documents (of the batch's writer, of sample writers, of new ones) and deletions."""
+    from trishield.kb.neighbour_cache import NeighbourCache
+
+    writers = {f"w{n:02d}": 1 + n % 4 for n in range(40)} | {"archive": 30, "newcomer": 6}
+    _many_writers_kb(tmp_path / "kb", writers, secluded=frozenset({"archive"}))
+    monkeypatch.setattr(neighbourhood_module, "BATCHED_WRITER_CHUNKS", 10)
+    cache = NeighbourCache(spare=3)  # small: the batch's writer's chunks use it up sometimes
+    steps = [("newcomer", None), ("w03", ("w05", 4)), ("newcomer", ("newcomer", 5)),
+             ("archive", ("fresh", 3)), ("w07", "delete"), ("w01", ("archive", 2)),
+             ("newcomer", None)]
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        for number, (batch_writer, then) in enumerate(steps):
+            _, dense, _ = kb._refresh_indexes(persist=False)
+            new = _unit(np.random.default_rng(100 + number), 2)
+            with_cache = StoredNeighbourhood(kb.store, dense, kb.dimension, batch_writer,
+                                             cache=cache)
+            without = StoredNeighbourhood(kb.store, dense, kb.dimension, batch_writer)
+            cached = stored_outlier_scores(new, with_cache)
+            fresh = stored_outlier_scores(new, without)
+            assert cached.note == fresh.note and fresh.scores is not None, number
+            np.testing.assert_allclose(cached.scores, fresh.scores, rtol=0, atol=ROUNDING,
+                                       err_msg=f"step {number}")
+            # S_out is often clipped at 0: compare what it is computed from, writer by writer
+            sample = with_cache.reference()
+            without.reference()
+            for name in sorted(set(sample.writers)):
+                rows = sample.vectors[np.asarray(sample.writers) == name]
+                np.testing.assert_allclose(
+                    with_cache.nearest(rows, OUTLIER_NEIGHBOURS, also_excluding=name),
+                    without.nearest(rows, OUTLIER_NEIGHBOURS, also_excluding=name),
+                    rtol=0, atol=ROUNDING, err_msg=f"step {number}, writer {name}")
+            assert cache.entries and cache.position == kb.store.index_position().current
+            if then == "delete":  # two sample documents, and their chunks in others' lists
+                before = len(cache.entries)
+                kb.delete_many(["w09-0", "w13-0"], by="admin")
+                kb._refresh_indexes(persist=False)
+                cache.catch_up(kb.store, kb.dimension, cache.k or 0)
+                assert len(cache.entries) < before
+            elif then is not None:
+                _write(kb, *then, seed=number)

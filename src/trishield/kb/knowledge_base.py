@@ -76,6 +76,7 @@ from trishield.kb.ingest_report import (
     ProgressTracker,
 )
 from trishield.kb.lexical_index import TABLE as FTS_TABLE
+from trishield.kb.neighbour_cache import NeighbourCache
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.kb.ownership import (
     BatchPlan,
@@ -228,6 +229,7 @@ class KnowledgeBase:
         self._saved_position: int | None = None
         self._snapshot_missing = False
         self._writer_records: tuple[int, dict[str, int], dict[str, float]] | None = None
+        self._neighbour_cache = NeighbourCache()  # Ring 1's reference lists between writes
 
     @property
     def read_only(self) -> bool:
@@ -604,7 +606,8 @@ class KnowledgeBase:
             vectors.append(mean / (np.linalg.norm(mean) or 1.0))
             start += len(per_document)
         _, dense, _ = self._refresh_indexes(persist=False)
-        neighbourhood = StoredNeighbourhood(self.store, dense, self.dimension, writer)
+        neighbourhood = StoredNeighbourhood(self.store, dense, self.dimension, writer,
+                                            cache=self._neighbour_cache)
         return guard.screen([d.id for d in documents], [d.text for d in documents],
                             tiers=list(tiers), embeddings=np.asarray(vectors, dtype=np.float32),
                             neighbourhood=neighbourhood)

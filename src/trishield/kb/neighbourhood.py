@@ -16,6 +16,7 @@ import hashlib
 import numpy as np
 
 from trishield.kb.indexes import DenseIndex
+from trishield.kb.neighbour_cache import CachedNeighbours, NeighbourCache
 from trishield.kb.screening import ReferenceSample, StoredNeighbour
 from trishield.kb.store import Store
 
@@ -40,6 +41,14 @@ def _writer_seed(writer: str) -> int:
     return int.from_bytes(hashlib.sha256(writer.encode()).digest()[:8], "big")
 
 
+def _by_writer(rows: list[int], writers: tuple[str, ...]) -> dict[str, list[int]]:
+    """``rows`` of a reference sample grouped by their writer (one search per writer)."""
+    grouped: dict[str, list[int]] = {}
+    for row in rows:
+        grouped.setdefault(writers[row], []).append(row)
+    return grouped
+
+
 class StoredNeighbourhood:
     """:class:`~trishield.kb.screening.Neighbourhood` over a KB's committed documents.
 
@@ -48,12 +57,14 @@ class StoredNeighbourhood:
     """
 
     def __init__(self, store: Store, dense: DenseIndex, dimension: int, writer: str, *,
-                 seed: int = REFERENCE_SEED):
+                 seed: int = REFERENCE_SEED, cache: NeighbourCache | None = None):
         self._store = store
         self._dense = dense
         self._dimension = dimension
         self._writer = writer
         self._seed = seed
+        self._cache = cache if cache is not None and cache.usable(dense) else None
+        self._reference_pks: list[int] = []
         self._counts: dict[str, int] | None = None
         self._total: int | None = None
         self._chunks: dict[str, np.ndarray] = {}
@@ -137,6 +148,9 @@ class StoredNeighbourhood:
         that writer's."""
         if k in self._reference_scores:
             return self._reference_scores[k]
+        if self._cache is not None:
+            self._reference_scores[k] = self._cached_neighbours(k)
+            return self._reference_scores[k]
         sample = self._reference
         assert sample is not None
         scores = np.full((len(sample), k), np.nan, dtype=np.float32)
@@ -166,6 +180,66 @@ class StoredNeighbourhood:
         self._reference_scores[k] = scores
         return scores
 
+    def _cached_neighbours(self, k: int) -> np.ndarray:
+        """:meth:`_reference_neighbours` from the handle's :class:`NeighbourCache`: the lists
+        of the sample's documents brought up to date (documents not cached yet are searched
+        in one batch, not excluding the batch's writer), then the batch's writer's chunks
+        dropped from each; a document left with fewer than ``k`` is searched with both
+        writers excluded, as without a cache."""
+        cache, sample = self._cache, self._reference
+        assert cache is not None and sample is not None
+        cache.catch_up(self._store, self._dimension, k)
+        missing = [row for row, pk in enumerate(self._reference_pks) if pk not in cache.entries]
+        if missing:
+            self._cache_documents(cache, missing, k + cache.spare)
+        cache.trim(set(self._reference_pks))
+        own = self._writer_chunks(self._writer)
+        scores = np.full((len(sample), k), np.nan, dtype=np.float32)
+        again: list[int] = []
+        for row, doc_pk in enumerate(self._reference_pks):
+            entry = cache.entries[doc_pk]
+            keep = ~np.isin(entry.ids, own)
+            if keep.sum() < k and not entry.exhausted:
+                again.append(row)
+                continue
+            found = entry.scores[keep][:k]
+            scores[row, :len(found)] = found
+        for name, rows in _by_writer(again, sample.writers).items():
+            scores[rows], _ = self._dense.search_many(sample.vectors[rows], k,
+                                                      excluding=self._excluding(name))
+        return scores
+
+    def _cache_documents(self, cache: NeighbourCache, rows: list[int], depth: int) -> None:
+        """Search the sample's ``rows`` (one batch, reading past their writers' own chunks)
+        and cache each one's ``depth`` nearest chunks by other writers."""
+        sample = self._reference
+        assert sample is not None
+        writers = [sample.writers[row] for row in rows]
+        self._read_chunks(writers)
+        extra = min(max(len(self._chunks[name]) for name in writers), BATCHED_WRITER_CHUNKS)
+        found, ids = self._dense.search_many(sample.vectors[rows], depth + extra)
+        doc_pks = [self._reference_pks[row] for row in rows]
+        own_chunks = self._store.chunk_pks_of_documents(doc_pks)
+        lists: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        again: list[int] = []
+        for at, (row, name) in enumerate(zip(rows, writers, strict=True)):
+            keep = np.flatnonzero((ids[at] >= 0) & ~np.isin(ids[at], self._chunks[name]))
+            if len(keep) < depth and (ids[at] >= 0).all():  # own chunks filled the extra
+                again.append(row)
+            else:
+                lists[row] = ids[at, keep][:depth], found[at, keep][:depth]
+        for name, members in _by_writer(again, sample.writers).items():
+            found_again, ids_again = self._dense.search_many(sample.vectors[members], depth,
+                                                             excluding=self._chunks[name])
+            for row, row_ids, row_scores in zip(members, ids_again, found_again, strict=True):
+                live = row_ids >= 0
+                lists[row] = row_ids[live], row_scores[live]
+        for row, name, doc_pk in zip(rows, writers, doc_pks, strict=True):
+            row_ids, row_scores = lists[row]
+            cache.entries[doc_pk] = CachedNeighbours(
+                name, sample.vectors[row].copy(), own_chunks[doc_pk], row_ids.copy(),
+                row_scores.astype(np.float32), depth)
+
     def reference(self) -> ReferenceSample:
         self._reference = self._sample()
         self._reference_scores = {}
@@ -191,6 +265,7 @@ class StoredNeighbourhood:
                 pks = [pks[i] for i in sorted(rng.choice(len(pks), per_writer, replace=False))]
             chosen += pks
             writers += [name] * len(pks)
+        self._reference_pks = chosen
         return ReferenceSample(self._store.document_vectors(chosen, self._dimension),
                                tuple(writers))
 

@@ -280,6 +280,28 @@ class Store:
                 found[writer].append(pk)
         return {name: np.asarray(pks, dtype=np.int64) for name, pks in found.items()}
 
+    def chunk_writers(self, pks: Sequence[int]) -> dict[int, str]:
+        """``chunk row id -> its document's writer`` for the stored chunks among ``pks``."""
+        found: dict[int, str] = {}
+        for start in range(0, len(pks), 500):
+            part = list(pks[start:start + 500])
+            marks = ",".join("?" * len(part))
+            found.update(self.connection.execute(
+                "SELECT c.pk, d.writer FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
+                f"WHERE c.pk IN ({marks})", part))
+        return found
+
+    def chunk_pks_of_documents(self, doc_pks: Sequence[int]) -> dict[int, np.ndarray]:
+        """``document row id -> row ids of its chunks`` (an empty array for one with none)."""
+        found: dict[int, list[int]] = {pk: [] for pk in doc_pks}
+        for start in range(0, len(doc_pks), 500):
+            part = list(doc_pks[start:start + 500])
+            marks = ",".join("?" * len(part))
+            for doc_pk, pk in self.connection.execute(
+                    f"SELECT doc_pk, pk FROM chunks WHERE doc_pk IN ({marks}) ORDER BY pk", part):
+                found[doc_pk].append(pk)
+        return {pk: np.asarray(pks, dtype=np.int64) for pk, pks in found.items()}
+
     def document_vectors(self, doc_pks: Sequence[int], dimension: int) -> np.ndarray:
         """One unit vector per document, in the order given: the normalised mean of its chunk
         embeddings (how a document is embedded as a whole when it is screened)."""

@@ -1,0 +1,123 @@
+"""The nearest stored chunks of Ring 1's reference documents, kept between screened writes.
+
+Ring 1's ``S_out`` at ingest calibrates a new document on a reference sample of up to 2,000
+stored documents, each measured against its nearest stored chunks by other writers
+(:mod:`trishield.kb.neighbourhood`). Searched afresh on every write that is about 2,000 x n
+dot products with a flat index (1.3-2.0 s at 50,000 chunks on two cores), though between two
+writes the sample and its neighbours barely change. This cache keeps, per reference document,
+its ``k + spare`` nearest chunks by writers other than its own (not excluding any batch's
+writer, so every writer's ingest can use it) and brings them up to date from the chunk change
+log, exactly:
+
+- a list is the exact best-first prefix of the document's ranking (or all of it, when the KB
+  held fewer eligible chunks: *exhausted*);
+- an added chunk of another writer enters a list when it beats the list's last score (any
+  added chunk enters an exhausted list), and the list is cut back to its depth;
+- a removed chunk invalidates the lists that hold it and the entry of the document it belonged
+  to (they are searched again when next needed): a list that lost an entry no longer knows its
+  next one.
+
+A handle of the KB owns one cache; it is used under the KB's write lock (screening runs
+there). An IVF-PQ index that is trained scores by its codes, which exact merged scores would
+not rank against, so it is not cached (:meth:`NeighbourCache.usable`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trishield.kb.indexes import DenseIndex
+from trishield.kb.store import Store
+
+CACHE_SPARE = 32
+"""Rows a cached list holds beyond the ``k`` asked: a batch's writer's own chunks are dropped
+from a list when it is used, and up to this many of them leave ``k``."""
+CACHE_CAPACITY = 8000
+"""Most documents kept (four reference samples' worth); past it, documents not in the current
+sample go first, oldest first."""
+
+
+@dataclass
+class CachedNeighbours:
+    """One reference document: its writer, vector and chunks, and its nearest stored chunks by
+    other writers (best first, at most ``depth``)."""
+
+    writer: str
+    vector: np.ndarray
+    own: np.ndarray
+    ids: np.ndarray
+    scores: np.ndarray
+    depth: int
+
+    @property
+    def exhausted(self) -> bool:
+        """The KB held fewer eligible chunks than the depth: the list is all of them."""
+        return len(self.ids) < self.depth
+
+    def merge(self, ids: np.ndarray, scores: np.ndarray, writers: np.ndarray) -> None:
+        """Take in added chunks (``writers`` of each): those of other writers that rank."""
+        eligible = writers != self.writer
+        if not self.exhausted:
+            eligible &= scores > self.scores[-1]
+        if not eligible.any():
+            return
+        merged_ids = np.concatenate([self.ids, ids[eligible]])
+        merged_scores = np.concatenate([self.scores, scores[eligible]])
+        order = np.argsort(-merged_scores, kind="stable")[:self.depth]
+        self.ids, self.scores = merged_ids[order], merged_scores[order]
+
+
+class NeighbourCache:
+    """Per-document neighbour lists of one KB handle, at one change-log position and one ``k``
+    (see the module docstring)."""
+
+    def __init__(self, spare: int = CACHE_SPARE, capacity: int = CACHE_CAPACITY):
+        self.spare = spare
+        self.capacity = capacity
+        self.position: int | None = None
+        self.k: int | None = None
+        self.entries: dict[int, CachedNeighbours] = {}
+
+    @staticmethod
+    def usable(dense: DenseIndex) -> bool:
+        return not dense.trained
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.position = None
+
+    def catch_up(self, store: Store, dimension: int, k: int) -> None:
+        """Bring every list to the store's current change-log position (or start over when
+        the log no longer reaches back to the cache's, or ``k`` changed)."""
+        where = store.index_position()
+        if self.k != k or self.position is None or where.pruned > self.position or \
+                where.current < self.position:
+            self.entries.clear()
+            self.position, self.k = where.current, k
+            return
+        if where.current == self.position:
+            return
+        delta = store.index_delta(self.position, where.current, dimension)
+        if len(delta.removed):
+            gone = delta.removed
+            for doc_pk in [doc_pk for doc_pk, entry in self.entries.items()
+                           if np.isin(entry.ids, gone).any() or np.isin(entry.own, gone).any()]:
+                del self.entries[doc_pk]
+        if len(delta.added_ids) and self.entries:
+            writers = store.chunk_writers(delta.added_ids.tolist())
+            added_writers = np.array([writers.get(int(pk), "") for pk in delta.added_ids],
+                                     dtype=object)
+            doc_pks = list(self.entries)
+            scores = np.stack([self.entries[pk].vector for pk in doc_pks]) @ delta.vectors.T
+            for row, doc_pk in enumerate(doc_pks):
+                self.entries[doc_pk].merge(delta.added_ids, scores[row].astype(np.float32),
+                                           added_writers)
+        self.position = where.current
+
+    def trim(self, keep: set[int]) -> None:
+        """Evict documents outside ``keep`` (oldest first) until at most ``capacity`` remain."""
+        excess = len(self.entries) - self.capacity
+        for doc_pk in [pk for pk in self.entries if pk not in keep][:max(excess, 0)]:
+            del self.entries[doc_pk]
