@@ -1,6 +1,7 @@
 """Ring 1's neighbourhood at ingest (``kb/neighbourhood.py``) and the searches it makes: the
-batched reference search and the dropped-after-search exclusion find exactly what one
-selector search per writer found, and a writer's chunks are read through an index."""
+batched reference search, the dropped-after-search exclusion and the neighbour lists a handle
+keeps between writes (``kb/neighbour_cache.py``) find exactly what one selector search per
+writer finds, and a writer's chunks are read through an index."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import numpy as np
 import pytest
 
 import trishield.kb.indexes as indexes
+import trishield.kb.neighbour_cache as neighbour_cache
 import trishield.kb.neighbourhood as neighbourhood_module
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
 from trishield.kb.indexes import DenseIndex
+from trishield.kb.neighbour_cache import NeighbourCache
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.rings.outlier import OUTLIER_NEIGHBOURS, stored_outlier_scores
 
@@ -171,11 +174,10 @@ def test_the_cached_reference_lists_follow_writes_and_deletes_exactly(
     """Screened writes one after another: with the handle's cache brought up to date from the
     change log, every ``S_out`` is the one a fresh search of the whole sample gives, through
     added documents (of the batch's writer, of sample writers, of new ones) and deletions."""
-    from trishield.kb.neighbour_cache import NeighbourCache
-
     writers = {f"w{n:02d}": 1 + n % 4 for n in range(40)} | {"archive": 30, "newcomer": 6}
     _many_writers_kb(tmp_path / "kb", writers, secluded=frozenset({"archive"}))
     monkeypatch.setattr(neighbourhood_module, "BATCHED_WRITER_CHUNKS", 10)
+    monkeypatch.setattr(neighbour_cache, "SCORE_BLOCK", 2)  # added chunks scored in blocks
     cache = NeighbourCache(spare=3)  # small: the batch's writer's chunks use it up sometimes
     steps = [("newcomer", None), ("w03", ("w05", 4)), ("newcomer", ("newcomer", 5)),
              ("archive", ("fresh", 3)), ("w07", "delete"), ("w01", ("archive", 2)),
@@ -210,3 +212,25 @@ def test_the_cached_reference_lists_follow_writes_and_deletes_exactly(
                 assert len(cache.entries) < before
             elif then is not None:
                 _write(kb, *then, seed=number)
+
+
+def test_a_cache_far_behind_the_change_log_starts_over(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _many_writers_kb(tmp_path / "kb", {f"w{n}": 3 for n in range(10)})
+    cache = NeighbourCache()
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _, dense, _ = kb._refresh_indexes(persist=False)
+        new = _unit(np.random.default_rng(5), 1)
+        stored_outlier_scores(new, StoredNeighbourhood(kb.store, dense, kb.dimension, "w0",
+                                                       cache=cache))
+        assert cache.entries
+        monkeypatch.setattr(neighbour_cache, "CATCH_UP_MAX", 2)
+        _write(kb, "w4", 3, seed=1)  # three log entries: past the limit
+        _, dense, _ = kb._refresh_indexes(persist=False)
+        cache.catch_up(kb.store, kb.dimension, cache.k or 0)
+        assert not cache.entries and cache.position == kb.store.index_position().current
+        cached = stored_outlier_scores(new, StoredNeighbourhood(
+            kb.store, dense, kb.dimension, "w0", cache=cache))
+        fresh = stored_outlier_scores(new, StoredNeighbourhood(kb.store, dense, kb.dimension,
+                                                               "w0"))
+        np.testing.assert_allclose(cached.scores, fresh.scores, rtol=0, atol=ROUNDING)

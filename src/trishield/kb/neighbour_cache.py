@@ -3,8 +3,8 @@
 Ring 1's ``S_out`` at ingest calibrates a new document on a reference sample of up to 2,000
 stored documents, each measured against its nearest stored chunks by other writers
 (:mod:`trishield.kb.neighbourhood`). Searched afresh on every write that is about 2,000 x n
-dot products with a flat index (1.3-2.0 s at 50,000 chunks on two cores), though between two
-writes the sample and its neighbours barely change. This cache keeps, per reference document,
+dot products with a flat index (0.35-0.5 s at 50,000 chunks on two idle cores), though between
+two writes the sample and its neighbours barely change. This cache keeps, per reference document,
 its ``k + spare`` nearest chunks by writers other than its own (not excluding any batch's
 writer, so every writer's ingest can use it) and brings them up to date from the chunk change
 log, exactly:
@@ -18,8 +18,10 @@ log, exactly:
   next one.
 
 A handle of the KB owns one cache; it is used under the KB's write lock (screening runs
-there). An IVF-PQ index that is trained scores by its codes, which exact merged scores would
-not rank against, so it is not cached (:meth:`NeighbourCache.usable`).
+there). After more than :data:`CATCH_UP_MAX` changes (a bulk load, say) it starts over:
+searching the sample again costs less than scoring every added chunk against it. An IVF-PQ
+index that is trained scores by its codes, which exact merged scores would not rank against,
+so it is not cached (:meth:`NeighbourCache.usable`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from trishield.kb.store import Store
 CACHE_SPARE = 32
 """Rows a cached list holds beyond the ``k`` asked: a batch's writer's own chunks are dropped
 from a list when it is used, and up to this many of them leave ``k``."""
+CATCH_UP_MAX = 20_000
+"""Most change-log entries a cache catches up on; past it, it starts over. Scoring the added
+chunks against the cached documents is done in blocks of :data:`SCORE_BLOCK` chunks, so
+memory stays near ``CACHE_CAPACITY x SCORE_BLOCK`` floats (32 MB)."""
+SCORE_BLOCK = 1024
 CACHE_CAPACITY = 8000
 """Most documents kept (four reference samples' worth); past it, documents not in the current
 sample go first, oldest first."""
@@ -84,16 +91,12 @@ class NeighbourCache:
     def usable(dense: DenseIndex) -> bool:
         return not dense.trained
 
-    def clear(self) -> None:
-        self.entries.clear()
-        self.position = None
-
     def catch_up(self, store: Store, dimension: int, k: int) -> None:
         """Bring every list to the store's current change-log position (or start over when
         the log no longer reaches back to the cache's, or ``k`` changed)."""
         where = store.index_position()
         if self.k != k or self.position is None or where.pruned > self.position or \
-                where.current < self.position:
+                where.current < self.position or where.current - self.position > CATCH_UP_MAX:
             self.entries.clear()
             self.position, self.k = where.current, k
             return
@@ -110,10 +113,13 @@ class NeighbourCache:
             added_writers = np.array([writers.get(int(pk), "") for pk in delta.added_ids],
                                      dtype=object)
             doc_pks = list(self.entries)
-            scores = np.stack([self.entries[pk].vector for pk in doc_pks]) @ delta.vectors.T
-            for row, doc_pk in enumerate(doc_pks):
-                self.entries[doc_pk].merge(delta.added_ids, scores[row].astype(np.float32),
-                                           added_writers)
+            vectors = np.stack([self.entries[pk].vector for pk in doc_pks])
+            for start in range(0, len(delta.added_ids), SCORE_BLOCK):
+                block = slice(start, start + SCORE_BLOCK)
+                scores = (vectors @ delta.vectors[block].T).astype(np.float32)
+                for row, doc_pk in enumerate(doc_pks):
+                    self.entries[doc_pk].merge(delta.added_ids[block], scores[row],
+                                               added_writers[block])
         self.position = where.current
 
     def trim(self, keep: set[int]) -> None:
