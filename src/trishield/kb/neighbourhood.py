@@ -137,15 +137,9 @@ class StoredNeighbourhood:
     def _reference_neighbours(self, k: int) -> np.ndarray:
         """Scores of the ``k`` nearest stored chunks of every reference document, by writers
         other than the batch's and the document's own: exactly what one search per reference
-        writer with both excluded finds (an exact index; ties aside).
-
-        One search of the whole sample, excluding the batch's writer, reads ``k`` rows plus as
-        many as the largest reference writer holds chunks (at most
-        :data:`BATCHED_WRITER_CHUNKS`); each document's own writer's chunks are dropped after
-        it. Whatever is left first is the answer for every document that keeps ``k`` (or
-        whose search ran out of rows); a document of a large writer whose own chunks filled
-        the extra rows is searched again with its writer excluded, together with the rest of
-        that writer's."""
+        writer with both excluded finds (an exact index; ties aside), read from the handle's
+        cache when it has one, else by :meth:`_nearest_by_others` with the batch's writer
+        excluded."""
         if k in self._reference_scores:
             return self._reference_scores[k]
         if self._cache is not None:
@@ -154,29 +148,10 @@ class StoredNeighbourhood:
         sample = self._reference
         assert sample is not None
         scores = np.full((len(sample), k), np.nan, dtype=np.float32)
-        names = sorted(self._reference_members)
-        self._read_chunks([*names, self._writer])
-        extra = min(max(len(self._chunks[name]) for name in names), BATCHED_WRITER_CHUNKS)
-        found, ids = self._dense.search_many(sample.vectors, k + extra,
-                                             excluding=self._chunks[self._writer])
-        again: list[str] = []
-        for name in names:
-            members = self._reference_members[name]
-            kept = (ids[members] >= 0) & ~np.isin(ids[members], self._chunks[name])
-            exhausted = (ids[members] < 0).any(axis=1)
-            complete = True
-            for row, keep, done in zip(members, kept, exhausted, strict=True):
-                columns = np.flatnonzero(keep)[:k]
-                if len(columns) < k and not done and len(self._chunks[name]) > extra:
-                    complete = False
-                    break
-                scores[row, :len(columns)] = found[row, columns]
-            if not complete:
-                again.append(name)
-        for name in again:
-            rows = self._reference_members[name]
-            scores[rows], _ = self._dense.search_many(sample.vectors[rows], k,
-                                                      excluding=self._excluding(name))
+        lists = self._nearest_by_others(list(range(len(sample))), k,
+                                        self._writer_chunks(self._writer))
+        for row, (_, found) in lists.items():
+            scores[row, :len(found)] = found
         self._reference_scores[k] = scores
         return scores
 
@@ -210,44 +185,67 @@ class StoredNeighbourhood:
         return scores
 
     def _cache_documents(self, cache: NeighbourCache, rows: list[int], depth: int) -> None:
-        """Search the sample's ``rows`` (one batch, reading past their writers' own chunks)
-        and cache each one's ``depth`` nearest chunks by other writers."""
+        """Cache the sample's ``rows``: each one's ``depth`` nearest chunks by other writers
+        (no batch's writer excluded, so that every writer's screen can use them)."""
+        sample = self._reference
+        assert sample is not None
+        doc_pks = [self._reference_pks[row] for row in rows]
+        own_chunks = self._store.chunk_pks_of_documents(doc_pks)
+        lists = self._nearest_by_others(rows, depth, None)
+        for row, doc_pk in zip(rows, doc_pks, strict=True):
+            row_ids, row_scores = lists[row]
+            cache.entries[doc_pk] = CachedNeighbours(
+                sample.writers[row], sample.vectors[row].copy(), own_chunks[doc_pk],
+                row_ids.copy(), row_scores.astype(np.float32), depth)
+
+    def _nearest_by_others(self, rows: list[int], depth: int, excluding: np.ndarray | None
+                           ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """``row -> (ids, scores)``: the ``depth`` nearest stored chunks of each of the
+        sample's ``rows`` by writers other than the document's own, never one of
+        ``excluding``, best first (fewer only when the KB has no more).
+
+        One search of all the rows reads as many rows more as the largest of their writers
+        holds chunks (at most :data:`BATCHED_WRITER_CHUNKS`), and each document's own
+        writer's chunks are dropped after it; a document whose own writer's chunks filled
+        the extra rows is searched again with its writer excluded, one search per writer.
+        The same neighbours as one search per writer with both excluded (an exact index;
+        ties aside)."""
         sample = self._reference
         assert sample is not None
         writers = [sample.writers[row] for row in rows]
         self._read_chunks(writers)
         extra = min(max(len(self._chunks[name]) for name in writers), BATCHED_WRITER_CHUNKS)
-        found, ids = self._dense.search_many(sample.vectors[rows], depth + extra)
-        doc_pks = [self._reference_pks[row] for row in rows]
-        own_chunks = self._store.chunk_pks_of_documents(doc_pks)
+        found, ids = self._dense.search_many(sample.vectors[rows], depth + extra,
+                                             excluding=excluding)
         lists: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         again: list[int] = []
-        for at, (row, name) in enumerate(zip(rows, writers, strict=True)):
-            keep = np.flatnonzero((ids[at] >= 0) & ~np.isin(ids[at], self._chunks[name]))
-            if len(keep) < depth and (ids[at] >= 0).all():  # own chunks filled the extra
-                again.append(row)
-            else:
-                lists[row] = ids[at, keep][:depth], found[at, keep][:depth]
+        # one membership test per writer (per row, 2,000 of them cost a tenth of a second)
+        for name, at in _by_writer(list(range(len(rows))), tuple(writers)).items():
+            kept = (ids[at] >= 0) & ~np.isin(ids[at], self._chunks[name])
+            for position, keep in zip(at, kept, strict=True):
+                columns = np.flatnonzero(keep)
+                if len(columns) < depth and (ids[position] >= 0).all():
+                    again.append(rows[position])  # its own writer's chunks filled the extra
+                else:
+                    lists[rows[position]] = (ids[position, columns][:depth],
+                                             found[position, columns][:depth])
         for name, members in _by_writer(again, sample.writers).items():
-            found_again, ids_again = self._dense.search_many(sample.vectors[members], depth,
-                                                             excluding=self._chunks[name])
+            own = self._chunks[name]
+            found_again, ids_again = self._dense.search_many(
+                sample.vectors[members], depth,
+                excluding=own if excluding is None else np.union1d(excluding, own))
             for row, row_ids, row_scores in zip(members, ids_again, found_again, strict=True):
                 live = row_ids >= 0
                 lists[row] = row_ids[live], row_scores[live]
-        for row, name, doc_pk in zip(rows, writers, doc_pks, strict=True):
-            row_ids, row_scores = lists[row]
-            cache.entries[doc_pk] = CachedNeighbours(
-                name, sample.vectors[row].copy(), own_chunks[doc_pk], row_ids.copy(),
-                row_scores.astype(np.float32), depth)
+        return lists
 
     def reference(self) -> ReferenceSample:
         self._reference = self._sample()
         self._reference_scores = {}
-        members: dict[str, list[int]] = {}
-        for row, name in enumerate(self._reference.writers):
-            members.setdefault(name, []).append(row)
-        self._reference_members = {name: np.asarray(rows, dtype=np.int64)
-                                   for name, rows in members.items()}
+        writers = self._reference.writers
+        self._reference_members = {
+            name: np.asarray(rows, dtype=np.int64)
+            for name, rows in _by_writer(list(range(len(writers))), writers).items()}
         return self._reference
 
     def _sample(self) -> ReferenceSample:
