@@ -1,22 +1,27 @@
-"""Ring 1's outlier statistic at ingest, against how many writers the KB holds (issue 19).
+"""Ring 1 at ingest, against the KB's size and how many writers it holds (issue 19).
 
 Ingest screening (``KnowledgeBase._screen``) measures each new document against stored
 documents by *other* writers, and calibrates that against a reference sample drawn across
 writers (``kb/neighbourhood.py``, ``rings/outlier.stored_outlier_scores``): each reference
-writer's documents are measured with that writer excluded too. So the work of one ingest grows
-with the number of writers in the sample (up to ``REFERENCE_SIZE``), and a KB open to many
-writers (the product's premise) pays it on every write.
+writer's documents are measured with that writer excluded too. A KB open to many writers (the
+product's premise) pays that on every write, so this times Ring 1's whole screen of one new
+document (``IngestGuard.screen``: text checks, ``S_out`` and the tampered-copy search;
+embedding and the commit excluded), per KB size and number of writers, three ways:
 
-This prints, per KB size and number of writers, the p50/p95 of ``stored_outlier_scores`` for
-one new document from a new writer (what one ``POST /v1/documents`` with Ring 1 pays besides
-embedding and the commit), and how many reference writers were measured. The KBs are
-*synthetic*: clustered, L2-normalised 384-d vectors and generated text written through the
-store's real write path (``benchmarks/scale.py``'s generator), documents spread round-robin
-over the writers; the statistic's value is not the point, its cost is.
+* *cold*: a fresh neighbourhood each time, no cache (a one-off CLI process);
+* *warm, new writers*: one handle's cache, each write by a writer the KB has not seen, stored
+  before the next (a new writer moves every writer's share of the sample now and then);
+* *warm, returning writers*: one handle's cache, writes by the KB's writers in turn (the
+  steady state of a service).
+
+The KBs are *synthetic*: clustered, L2-normalised 384-d vectors and generated text written
+through the store's real write path (``benchmarks/scale.py``'s generator), one-chunk documents
+round-robin over the writers; the statistic's value is not the point, its cost is. The last
+lines give, per number of writers, the largest size's p50 over the smallest's (same run).
 
 Usage::
 
-    PYTHONPATH=src python benchmarks/ingest_writers.py                  # 5k and 50k chunks
+    PYTHONPATH=src python benchmarks/ingest_writers.py                 # 1k and 100k chunks
     PYTHONPATH=src python benchmarks/ingest_writers.py --sizes 5000 --writers 1 500
 """
 
@@ -36,7 +41,7 @@ from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
 from trishield.kb.neighbour_cache import NeighbourCache
 from trishield.kb.neighbourhood import StoredNeighbourhood
-from trishield.rings.outlier import stored_outlier_scores
+from trishield.rings.ingest_guard import IngestGuard
 
 
 def load(kb: KnowledgeBase, synthetic: Synthetic, rows: int, writers: int) -> None:
@@ -59,56 +64,58 @@ def load(kb: KnowledgeBase, synthetic: Synthetic, rows: int, writers: int) -> No
                     source="synthetic")
 
 
-def measure(kb: KnowledgeBase, synthetic: Synthetic, repeats: int) -> dict[str, object]:
-    _, dense, _ = kb._refresh_indexes(persist=False)  # what ``_screen`` searches
-    seconds, notes = [], set()
-    for number in range(repeats):
-        vector = synthetic.vectors(1, 50_000_000 + number)
-        started = time.perf_counter()
-        neighbourhood = StoredNeighbourhood(kb.store, dense, kb.dimension, f"new-{number}")
-        outliers = stored_outlier_scores(vector, neighbourhood)
-        seconds.append(time.perf_counter() - started)
-        notes.add(outliers.note or "scored")
-    reference = StoredNeighbourhood(kb.store, dense, kb.dimension, "new").reference()
-    return {"outlier_at_ingest": percentiles(seconds), "with_cache": cached(kb, synthetic,
-                                                                            repeats),
-            "reference_documents": len(reference.writers),
-            "reference_writers": len(set(reference.writers)), "outcome": sorted(notes)}
-
-
-def cached(kb: KnowledgeBase, synthetic: Synthetic, repeats: int) -> dict[str, object]:
-    """The same through one handle's :class:`NeighbourCache`, as a service's writer screens
-    one write after another: each new writer's document is stored after it is screened, so
-    the next screen catches the cache up from the change log. The first screen fills the
-    cache (``first_ms``); the rest are what a warm writer pays."""
-    cache = NeighbourCache()
-    seconds = []
-    for number in range(repeats + 1):
-        _, dense, _ = kb._refresh_indexes(persist=False)
-        vector = synthetic.vectors(1, 60_000_000 + number)
-        started = time.perf_counter()
-        stored_outlier_scores(vector, StoredNeighbourhood(
-            kb.store, dense, kb.dimension, f"cached-{number}", cache=cache))
-        seconds.append(time.perf_counter() - started)
-        document = Document(id=f"cached-{number}", text=synthetic.texts(1, 90, number)[0])
+def screen_one(kb: KnowledgeBase, guard: IngestGuard, synthetic: Synthetic, writer: str,
+               number: int, cache: NeighbourCache | None, store: bool) -> float:
+    """Seconds of Ring 1's screen of one new one-chunk document by ``writer`` (the dense
+    index brought up to date first, as ``_screen`` does, not timed); the document is stored
+    afterwards when ``store``."""
+    _, dense, _ = kb._refresh_indexes(persist=False)
+    vector = synthetic.vectors(1, 50_000_000 + number)
+    document = Document(id=f"{writer}-bench-{number}",
+                        text=synthetic.texts(1, 90, 70_000_000 + number)[0])
+    started = time.perf_counter()
+    guard.screen([document.id], [document.text], tiers=["neutral"], embeddings=vector,
+                 neighbourhood=StoredNeighbourhood(kb.store, dense, kb.dimension, writer,
+                                                   cache=cache))
+    seconds = time.perf_counter() - started
+    if store:
         with kb.store.transaction() as connection:
             kb.store.write_batch(connection, documents=[document],
                                  chunks=[chunk_document(document, kb.settings.chunking)],
-                                 embeddings=vector, tier="neutral",
-                                 writer=f"cached-{number}", source="synthetic")
-    return {"first_ms": round(seconds[0] * 1000, 3), "next": percentiles(seconds[1:])}
+                                 embeddings=vector, tier="neutral", writer=writer,
+                                 source="synthetic")
+    return seconds
+
+
+def measure(kb: KnowledgeBase, synthetic: Synthetic, writers: int,
+            repeats: int) -> dict[str, object]:
+    guard = IngestGuard()
+    cold = [screen_one(kb, guard, synthetic, f"cold-{n}", n, None, store=False)
+            for n in range(repeats)]
+    figures: dict[str, object] = {"cold": percentiles(cold)}
+    for name, writer_of in (("new_writers", lambda n: f"new-{n}"),
+                            ("returning_writers", lambda n: f"w{n % writers}")):
+        cache = NeighbourCache()
+        seconds = [screen_one(kb, guard, synthetic, writer_of(n), 1000 * len(figures) + n,
+                              cache, store=True) for n in range(repeats + 1)]
+        figures[name] = {"first_ms": round(seconds[0] * 1000, 3)} | percentiles(seconds[1:])
+    _, dense, _ = kb._refresh_indexes(persist=False)
+    reference = StoredNeighbourhood(kb.store, dense, kb.dimension, "new").reference()
+    return figures | {"reference_documents": len(reference.writers),
+                      "reference_writers": len(set(reference.writers))}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
-    parser.add_argument("--writers", type=int, nargs="+", default=[1, 10, 100, 1000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 100_000])
+    parser.add_argument("--writers", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     if min(args.sizes) < 1 or min(args.writers) < 1 or args.repeats < 1:
         parser.error("--sizes, --writers and --repeats must be at least 1")
     synthetic = Synthetic(DATA)
     work = Path(tempfile.mkdtemp(prefix="ingest-writers-"))
+    results: dict[tuple[int, int], dict[str, object]] = {}
     try:
         for rows in args.sizes:
             for writers in args.writers:
@@ -116,18 +123,28 @@ def main() -> None:
                 with KnowledgeBase.open(directory, create=True) as kb:
                     load(kb, synthetic, rows, writers)
                 with KnowledgeBase.open(directory) as kb:
-                    figures = measure(kb, synthetic, args.repeats)
+                    figures = results[rows, writers] = measure(kb, synthetic, writers,
+                                                               args.repeats)
                 shutil.rmtree(directory, ignore_errors=True)
-                timing, warm = figures["outlier_at_ingest"], figures["with_cache"]
-                print(f"{rows:>7} chunks {writers:>5} writers: S_out at ingest p50 "
-                      f"{timing['p50_ms']} ms, p95 {timing['p95_ms']} ms; with the handle's "
-                      f"cache first {warm['first_ms']} ms, then p50 {warm['next']['p50_ms']} "
-                      f"ms, p95 {warm['next']['p95_ms']} ms "
-                      f"({figures['reference_documents']} reference documents by "
-                      f"{figures['reference_writers']} writers; {', '.join(figures['outcome'])})",
+                new, returning = figures["new_writers"], figures["returning_writers"]
+                print(f"{rows:>7} chunks {writers:>5} writers: Ring 1 screen p50/p95 cold "
+                      f"{figures['cold']['p50_ms']}/{figures['cold']['p95_ms']} ms; warm, new "
+                      f"writers {new['p50_ms']}/{new['p95_ms']} ms (first {new['first_ms']}); "
+                      f"warm, returning writers {returning['p50_ms']}/{returning['p95_ms']} ms "
+                      f"(first {returning['first_ms']}) ({figures['reference_documents']} "
+                      f"reference documents by {figures['reference_writers']} writers)",
                       flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    small, large = min(args.sizes), max(args.sizes)
+    if small != large:
+        for writers in args.writers:
+            ratios = {scenario: results[large, writers][scenario]["p50_ms"] /  # type: ignore[index]
+                      max(results[small, writers][scenario]["p50_ms"], 1e-3)  # type: ignore[index]
+                      for scenario in ("cold", "new_writers", "returning_writers")}
+            print(f"{large} / {small} chunks, {writers} writers, p50 ratio: "
+                  + ", ".join(f"{scenario} {ratio:.2f}x" for scenario, ratio in ratios.items()),
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,8 @@ def test_an_original_kb_is_migrated_and_the_migration_recorded(tmp_path: Path) -
         report = kb.ingest([Document(id="new", text="A new document about refunds.")],
                            tier="neutral", writer="bob")
         assert report.added == ["new"]
+        # 0010 counted the old document; its triggers counted the new one
+        assert kb.store.documents_per_writer() == {"alice": 1, "bob": 1}
     with KnowledgeBase.open(directory) as kb:  # idempotent: nothing applied twice
         assert kb.store.migrations() == applied
 

@@ -32,27 +32,42 @@ def _unit(rng: np.random.Generator, count: int, dimension: int = DIMENSION) -> n
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("excluded", [1, 7, 40])
-def test_a_short_exclusion_dropped_after_the_search_finds_what_the_selector_finds(
-        excluded: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("excluded", "overfetch"), [(1, 1024), (7, 1024), (40, 1024),
+                                                     (40, 5), (250, 5)])
+def test_an_exclusion_dropped_after_the_search_finds_what_the_selector_finds(
+        excluded: int, overfetch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short exclusions are read past and dropped; so are long ones on an exact index, whose
+    rows left short (the exclusion filled the rows read) are searched with the selector."""
+    monkeypatch.setattr(indexes, "OVERFETCH_MAX", overfetch)
     rng = np.random.default_rng(excluded)
     vectors = _unit(rng, 300, 16)
     dense = DenseIndex.build("flat", 16, np.arange(1, 301), vectors)
     queries, excluding = vectors[:12], rng.choice(np.arange(1, 301), excluded, replace=False)
+    selectors: list[int] = []
+    search_selected = dense._search_selected
+
+    def counted(rows: np.ndarray, depth: int, exclusion: np.ndarray | None) -> object:
+        if exclusion is not None:  # not the plain search that reads past the exclusion
+            selectors.append(len(rows))
+        return search_selected(rows, depth, exclusion)
+
+    monkeypatch.setattr(dense, "_search_selected", counted)
     dropped = dense.search_many(queries, 10, excluding=excluding)
-    monkeypatch.setattr(indexes, "OVERFETCH_MAX", 0)  # every exclusion a selector
-    selected = dense.search_many(queries, 10, excluding=excluding)
+    selected = search_selected(queries, 10, excluding)
     np.testing.assert_array_equal(dropped[1], selected[1])
     np.testing.assert_allclose(dropped[0], selected[0], rtol=0, atol=ROUNDING)
     assert not set(dropped[1].ravel().tolist()) & set(excluding.tolist())
+    if excluded <= overfetch:
+        assert selectors == [], "a short exclusion never needs the selector"
+    if excluded == 250:  # 250 of 300 excluded: 15 rows read leave queries short
+        assert selectors and selectors[0] <= len(queries)
 
 
-def test_a_row_that_finds_fewer_is_padded_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_row_that_finds_fewer_is_padded_the_same_way() -> None:
     vectors = _unit(np.random.default_rng(1), 6, 8)
     dense = DenseIndex.build("flat", 8, np.arange(1, 7), vectors)
     dropped = dense.search_many(vectors[:2], 5, excluding=np.array([1, 2, 3]))
-    monkeypatch.setattr(indexes, "OVERFETCH_MAX", 0)
-    selected = dense.search_many(vectors[:2], 5, excluding=np.array([1, 2, 3]))
+    selected = dense._search_selected(vectors[:2], 5, np.array([1, 2, 3]))
     np.testing.assert_array_equal(dropped[1], selected[1])
     assert (dropped[1][:, 3:] == -1).all() and np.isnan(dropped[0][:, 3:]).all()
 
@@ -115,7 +130,8 @@ def test_the_batched_reference_search_gives_the_per_writer_statistic(
         # own chunks filled the 10 extra rows); then the 3 new documents themselves
         assert searches == [sum(writers.values()) - 5, 30, 3]
         expected = stored_outlier_scores(new, before)
-        monkeypatch.setattr(indexes, "OVERFETCH_MAX", 0)
+        monkeypatch.setattr(dense, "search_many", lambda vectors, depth, excluding=None:
+                            dense._search_selected(vectors, depth, excluding))
         selector_only = stored_outlier_scores(
             new, PerWriterNeighbourhood(kb.store, dense, kb.dimension, "newcomer"))
         sample = batched.reference()

@@ -77,7 +77,7 @@ import numpy as np
 from trishield.eval.genres import GENRES, Genre, load_genre
 from trishield.eval.obfuscations import OBFUSCATIONS
 from trishield.kb.datasets import DATASETS, load_named
-from trishield.kb.neighbourhood import REFERENCE_PER_WRITER, REFERENCE_SIZE
+from trishield.kb.reference_draw import share_per_writer, writer_seed
 from trishield.kb.screening import ReferenceSample, StoredNeighbour
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
 from trishield.rings.ingest_guard import GuardConfig, perplexity_score
@@ -235,14 +235,13 @@ class ArrayNeighbourhood:
         names = sorted(set(self.writers) - {self._writer})
         if not names:
             return ReferenceSample(np.zeros((0, self.vectors.shape[1]), np.float32), ())
-        per_writer = min(REFERENCE_PER_WRITER, max(1, REFERENCE_SIZE // len(names)))
+        per_writer = share_per_writer(len(names))
         rows: list[int] = []
         writers: list[str] = []
         for name in names:
             indices = np.flatnonzero(self.writers == name)
             if len(indices) > per_writer:
-                seed = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big")
-                rng = np.random.default_rng([self._seed, seed])
+                rng = np.random.default_rng([self._seed, writer_seed(name)])
                 indices = indices[np.sort(rng.choice(len(indices), per_writer, replace=False))]
             rows += indices.tolist()
             writers += [name] * len(indices)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trishield.errors import KnowledgeBaseError
-from trishield.kb import analysis, change_log, lexical_index
+from trishield.kb import analysis, change_log, lexical_index, writer_counts
 
 Step = Callable[[sqlite3.Connection], None]
 
@@ -290,6 +290,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         # (kb/neighbourhood.py); without an index every writer was a scan of all documents,
         # so one screened ingest into a KB of 1,000 writers took 23 s at 5,000 chunks
         _create("CREATE INDEX IF NOT EXISTS documents_by_writer ON documents(writer)"),
+    )),
+    Migration("0010_writer_documents", (
+        # issue 19: per-writer document counts and versions kept by triggers, so Ring 1's
+        # reference sample is redrawn only for writers whose documents changed, not from a
+        # read of every document on every screened write (kb/writer_counts.py)
+        writer_counts.install,
     )),
 )
 

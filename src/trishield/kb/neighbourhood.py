@@ -11,22 +11,14 @@ writer, with a seed that depends only on the writer's name.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from trishield.kb.indexes import DenseIndex
 from trishield.kb.neighbour_cache import CachedNeighbours, NeighbourCache
+from trishield.kb.reference_draw import ReferenceDraws
 from trishield.kb.screening import ReferenceSample, StoredNeighbour
 from trishield.kb.store import Store
 
-REFERENCE_SIZE = 2000
-"""At most this many documents in a reference sample."""
-REFERENCE_PER_WRITER = 100
-"""At most this many of one writer's documents in a reference sample (fewer when many writers
-share :data:`REFERENCE_SIZE`): a writer that floods the KB weighs no more than one that
-wrote 100 documents."""
-REFERENCE_SEED = 0
 BATCHED_WRITER_CHUNKS = 1024
 """How many rows more than asked the batched reference search reads (fewer when no reference
 writer holds that many chunks), so that dropping a document's own writer's chunks after it
@@ -34,11 +26,6 @@ leaves enough. A search costs about the same at depth 5 as at 505 (flat, 50,000 
 rows 75-80 ms either way, 2,000 rows 1.2-1.3 s), so a hundred writers of 500 chunks each
 cost one search of the sample, not a hundred of 20 rows (9 s); a document whose neighbours
 are mostly its own writer's past this depth is searched again with the writer excluded."""
-
-
-def _writer_seed(writer: str) -> int:
-    """A stable per-writer seed: a writer's sample does not change when others write."""
-    return int.from_bytes(hashlib.sha256(writer.encode()).digest()[:8], "big")
 
 
 def _by_writer(rows: list[int], writers: tuple[str, ...]) -> dict[str, list[int]]:
@@ -49,20 +36,44 @@ def _by_writer(rows: list[int], writers: tuple[str, ...]) -> dict[str, list[int]
     return grouped
 
 
+def _first_kept(entries: list[CachedNeighbours], own: np.ndarray, k: int
+                ) -> tuple[np.ndarray, list[int]]:
+    """Each cached list with the batch's writer's chunks (``own``) dropped: a ``(len, k)``
+    score matrix (NaN where a list holds fewer), and the rows left with fewer than ``k`` whose
+    list is not exhausted (they must be searched). One membership test over all lists, not
+    one per list (2,000 of them cost a tenth of a second)."""
+    scores = np.full((len(entries), k), np.nan, dtype=np.float32)
+    if not entries:
+        return scores, []
+    lengths = np.array([len(entry.ids) for entry in entries], dtype=np.int64)
+    ids = np.concatenate([entry.ids for entry in entries])
+    found = np.concatenate([entry.scores for entry in entries])
+    keep = ~np.isin(ids, own) if len(own) else np.ones(len(ids), dtype=bool)
+    rows = np.repeat(np.arange(len(entries)), lengths)[keep]
+    counts = np.bincount(rows, minlength=len(entries))
+    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
+    take = rank < k
+    scores[rows[take], rank[take]] = found[keep][take]
+    exhausted = np.array([entry.exhausted for entry in entries], dtype=bool)
+    return scores, np.flatnonzero((counts < k) & ~exhausted).tolist()
+
+
 class StoredNeighbourhood:
     """:class:`~trishield.kb.screening.Neighbourhood` over a KB's committed documents.
 
     Built for one ingest, under the write lock, from the dense index of the current
-    generation; it reads the store lazily and caches what it read.
+    generation; it reads the store lazily and caches what it read. ``cache`` is the KB
+    handle's, kept between writes: its reference draws always, its neighbour lists where the
+    index allows (:meth:`NeighbourCache.usable`).
     """
 
     def __init__(self, store: Store, dense: DenseIndex, dimension: int, writer: str, *,
-                 seed: int = REFERENCE_SEED, cache: NeighbourCache | None = None):
+                 cache: NeighbourCache | None = None):
         self._store = store
         self._dense = dense
         self._dimension = dimension
         self._writer = writer
-        self._seed = seed
+        self._draws = cache.draws if cache is not None else ReferenceDraws()
         self._cache = cache if cache is not None and cache.usable(dense) else None
         self._reference_pks: list[int] = []
         self._counts: dict[str, int] | None = None
@@ -168,17 +179,9 @@ class StoredNeighbourhood:
         if missing:
             self._cache_documents(cache, missing, k + cache.spare)
         cache.trim(set(self._reference_pks))
-        own = self._writer_chunks(self._writer)
-        scores = np.full((len(sample), k), np.nan, dtype=np.float32)
-        again: list[int] = []
-        for row, doc_pk in enumerate(self._reference_pks):
-            entry = cache.entries[doc_pk]
-            keep = ~np.isin(entry.ids, own)
-            if keep.sum() < k and not entry.exhausted:
-                again.append(row)
-                continue
-            found = entry.scores[keep][:k]
-            scores[row, :len(found)] = found
+        scores, again = _first_kept(
+            [cache.entries[doc_pk] for doc_pk in self._reference_pks],
+            self._writer_chunks(self._writer), k)
         for name, rows in _by_writer(again, sample.writers).items():
             scores[rows], _ = self._dense.search_many(sample.vectors[rows], k,
                                                       excluding=self._excluding(name))
@@ -249,23 +252,12 @@ class StoredNeighbourhood:
         return self._reference
 
     def _sample(self) -> ReferenceSample:
-        counts = self._documents_per_writer()
-        if not counts:
-            return ReferenceSample(np.zeros((0, self._dimension), dtype=np.float32), ())
-        per_writer = min(REFERENCE_PER_WRITER, max(1, REFERENCE_SIZE // len(counts)))
-        by_writer = self._store.document_pks_by_writer(excluding=self._writer)
-        chosen: list[int] = []
-        writers: list[str] = []
-        for name in sorted(by_writer):
-            pks = by_writer[name]
-            if len(pks) > per_writer:
-                rng = np.random.default_rng([self._seed, _writer_seed(name)])
-                pks = [pks[i] for i in sorted(rng.choice(len(pks), per_writer, replace=False))]
-            chosen += pks
-            writers += [name] * len(pks)
-        self._reference_pks = chosen
-        return ReferenceSample(self._store.document_vectors(chosen, self._dimension),
-                               tuple(writers))
+        """Up to :data:`~trishield.kb.reference_draw.REFERENCE_PER_WRITER` documents of every
+        other writer (:class:`~trishield.kb.reference_draw.ReferenceDraws`: redrawn only for
+        writers whose documents changed since the handle's last screen)."""
+        drawn = self._draws.draw(self._store, self._dimension, excluding=self._writer)
+        self._reference_pks = drawn.pks
+        return ReferenceSample(drawn.vectors, drawn.writers)
 
     def nearest_documents(self, vectors: np.ndarray, k: int) -> list[list[StoredNeighbour]]:
         scores, ids = self._dense.search_many(vectors, k, excluding=self._excluding(None))

@@ -28,7 +28,7 @@ from trishield.errors import (
     ReadOnlyError,
     StorageFullError,
 )
-from trishield.kb import change_log, lexical_index
+from trishield.kb import change_log, lexical_index, writer_counts
 from trishield.kb.analysis import StoredAnalysis
 from trishield.kb.documents import Chunk, Document
 from trishield.kb.migrations import MIGRATIONS, applied, migrate
@@ -239,9 +239,20 @@ class Store:
         return flat.reshape(len(vectors), dimension)
 
     def documents_per_writer(self) -> dict[str, int]:
-        """``writer -> number of stored documents`` (quarantined and deleted ones not counted)."""
-        return dict(self.connection.execute(
-            "SELECT writer, COUNT(*) FROM documents GROUP BY writer ORDER BY writer"))
+        """``writer -> number of stored documents`` (quarantined and deleted ones not counted),
+        from the counts the triggers keep (:mod:`trishield.kb.writer_counts`): one row per
+        writer, not a read of every document."""
+        return writer_counts.documents_per_writer(self.connection)
+
+    def writer_versions(self) -> dict[str, tuple[int, int]]:
+        """``writer -> (stored documents, version)``: the version grows with every insert or
+        delete of one of the writer's documents (:mod:`trishield.kb.writer_counts`)."""
+        return writer_counts.versions(self.connection)
+
+    def document_pks_of_writer(self, writer: str) -> list[int]:
+        """Row ids of ``writer``'s stored documents, oldest first (one indexed read)."""
+        return [pk for (pk,) in self.connection.execute(
+            "SELECT pk FROM documents WHERE writer = ? ORDER BY pk", (writer,))]
 
     def writers_since(self) -> dict[str, float]:
         """``writer -> when its first stored document entered the KB`` (quarantined and
@@ -256,15 +267,6 @@ class Store:
             "SELECT DISTINCT lower(writer) FROM documents WHERE writer_key = '' UNION "
             "SELECT DISTINCT lower(writer) FROM quarantine WHERE writer_key = ''")
         return {name for (name,) in rows}
-
-    def document_pks_by_writer(self, *, excluding: str) -> dict[str, list[int]]:
-        """``writer -> row ids of its stored documents`` (oldest first), for every writer but
-        ``excluding``."""
-        grouped: dict[str, list[int]] = {}
-        for pk, writer in self.connection.execute(
-                "SELECT pk, writer FROM documents WHERE writer != ? ORDER BY pk", (excluding,)):
-            grouped.setdefault(writer, []).append(pk)
-        return grouped
 
     def chunk_pks_by_writer(self, writers: Iterable[str]) -> dict[str, np.ndarray]:
         """``writer -> row ids of its stored chunks`` for each of ``writers`` (an empty array
