@@ -23,6 +23,10 @@ Usage::
 
     PYTHONPATH=src python benchmarks/ingest_writers.py                 # 1k and 100k chunks
     PYTHONPATH=src python benchmarks/ingest_writers.py --sizes 5000 --writers 1 500
+    PYTHONPATH=src python benchmarks/ingest_writers.py --kinds flat hnsw --writers 100
+
+With ``--kinds`` each KB is measured once per dense index kind (its rows kept, the index
+rebuilt before the first screen, not timed: an HNSW graph of 100,000 rows takes minutes).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import DATA, SEED, Synthetic, percentiles
+from scale import DATA, SEED, Synthetic, percentiles, set_kind
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
+from trishield.kb.indexes import DENSE_KINDS
 from trishield.kb.neighbour_cache import NeighbourCache
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
@@ -73,31 +78,36 @@ def screen_one(kb: KnowledgeBase, guard: IngestGuard, synthetic: Synthetic, writ
     vector = synthetic.vectors(1, 50_000_000 + number)
     document = Document(id=f"{writer}-bench-{number}",
                         text=synthetic.texts(1, 90, 70_000_000 + number)[0])
+    neighbourhood = StoredNeighbourhood(kb.store, dense, kb.dimension, writer, cache=cache)
     started = time.perf_counter()
     guard.screen([document.id], [document.text], tiers=["neutral"], embeddings=vector,
-                 neighbourhood=StoredNeighbourhood(kb.store, dense, kb.dimension, writer,
-                                                   cache=cache))
+                 neighbourhood=neighbourhood)
     seconds = time.perf_counter() - started
-    if store:
+    if store:  # as KnowledgeBase._write_batch does after a screen (not timed)
         with kb.store.transaction() as connection:
-            kb.store.write_batch(connection, documents=[document],
-                                 chunks=[chunk_document(document, kb.settings.chunking)],
-                                 embeddings=vector, tier="neutral", writer=writer,
-                                 source="synthetic")
+            _, chunk_pks = kb.store.write_batch(
+                connection, documents=[document],
+                chunks=[chunk_document(document, kb.settings.chunking)], embeddings=vector,
+                tier="neutral", writer=writer, source="synthetic")
+        neighbourhood.hand_over([0], [chunk_pks])
     return seconds
 
 
-def measure(kb: KnowledgeBase, synthetic: Synthetic, writers: int,
-            repeats: int) -> dict[str, object]:
+def measure(kb: KnowledgeBase, synthetic: Synthetic, writers: int, repeats: int,
+            run: int = 0) -> dict[str, object]:
+    """The three scenarios on ``kb``; ``run`` numbers the measurements of one KB (one per
+    index kind), so that their documents and new writers are new each time."""
     guard = IngestGuard()
-    cold = [screen_one(kb, guard, synthetic, f"cold-{n}", n, None, store=False)
+    base = 100_000 * run
+    cold = [screen_one(kb, guard, synthetic, f"cold-{n}", base + n, None, store=False)
             for n in range(repeats)]
     figures: dict[str, object] = {"cold": percentiles(cold)}
-    for name, writer_of in (("new_writers", lambda n: f"new-{n}"),
+    for name, writer_of in (("new_writers", lambda n: f"new-{run}-{n}"),
                             ("returning_writers", lambda n: f"w{n % writers}")):
         cache = NeighbourCache()
-        seconds = [screen_one(kb, guard, synthetic, writer_of(n), 1000 * len(figures) + n,
-                              cache, store=True) for n in range(repeats + 1)]
+        seconds = [screen_one(kb, guard, synthetic, writer_of(n),
+                              base + 1000 * len(figures) + n, cache, store=True)
+                   for n in range(repeats + 1)]
         figures[name] = {"first_ms": round(seconds[0] * 1000, 3)} | percentiles(seconds[1:])
     _, dense, _ = kb._refresh_indexes(persist=False)
     reference = StoredNeighbourhood(kb.store, dense, kb.dimension, "new").reference()
@@ -110,41 +120,48 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 100_000])
     parser.add_argument("--writers", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--kinds", nargs="+", default=["flat"], choices=DENSE_KINDS)
     args = parser.parse_args()
     if min(args.sizes) < 1 or min(args.writers) < 1 or args.repeats < 1:
         parser.error("--sizes, --writers and --repeats must be at least 1")
     synthetic = Synthetic(DATA)
     work = Path(tempfile.mkdtemp(prefix="ingest-writers-"))
-    results: dict[tuple[int, int], dict[str, object]] = {}
+    results: dict[tuple[str, int, int], dict[str, object]] = {}
     try:
         for rows in args.sizes:
             for writers in args.writers:
                 directory = work / f"kb-{rows}-{writers}"
                 with KnowledgeBase.open(directory, create=True) as kb:
                     load(kb, synthetic, rows, writers)
-                with KnowledgeBase.open(directory) as kb:
-                    figures = results[rows, writers] = measure(kb, synthetic, writers,
-                                                               args.repeats)
+                for run, kind in enumerate(args.kinds):
+                    set_kind(directory, kind)
+                    with KnowledgeBase.open(directory) as kb:
+                        figures = results[kind, rows, writers] = measure(
+                            kb, synthetic, writers, args.repeats, run)
+                    report(kind, rows, writers, figures)
                 shutil.rmtree(directory, ignore_errors=True)
-                new, returning = figures["new_writers"], figures["returning_writers"]
-                print(f"{rows:>7} chunks {writers:>5} writers: Ring 1 screen p50/p95 cold "
-                      f"{figures['cold']['p50_ms']}/{figures['cold']['p95_ms']} ms; warm, new "
-                      f"writers {new['p50_ms']}/{new['p95_ms']} ms (first {new['first_ms']}); "
-                      f"warm, returning writers {returning['p50_ms']}/{returning['p95_ms']} ms "
-                      f"(first {returning['first_ms']}) ({figures['reference_documents']} "
-                      f"reference documents by {figures['reference_writers']} writers)",
-                      flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     small, large = min(args.sizes), max(args.sizes)
     if small != large:
-        for writers in args.writers:
-            ratios = {scenario: results[large, writers][scenario]["p50_ms"] /  # type: ignore[index]
-                      max(results[small, writers][scenario]["p50_ms"], 1e-3)  # type: ignore[index]
-                      for scenario in ("cold", "new_writers", "returning_writers")}
-            print(f"{large} / {small} chunks, {writers} writers, p50 ratio: "
-                  + ", ".join(f"{scenario} {ratio:.2f}x" for scenario, ratio in ratios.items()),
-                  flush=True)
+        for kind in args.kinds:
+            for writers in args.writers:
+                ratios = {scenario: results[kind, large, writers][scenario]["p50_ms"] /  # type: ignore[index]
+                          max(results[kind, small, writers][scenario]["p50_ms"], 1e-3)  # type: ignore[index]
+                          for scenario in ("cold", "new_writers", "returning_writers")}
+                print(f"{kind} {large} / {small} chunks, {writers} writers, p50 ratio: "
+                      + ", ".join(f"{scenario} {ratio:.2f}x"
+                                  for scenario, ratio in ratios.items()), flush=True)
+
+
+def report(kind: str, rows: int, writers: int, figures: dict[str, object]) -> None:
+    new, returning = figures["new_writers"], figures["returning_writers"]
+    print(f"{kind:<5} {rows:>7} chunks {writers:>5} writers: Ring 1 screen p50/p95 cold "
+          f"{figures['cold']['p50_ms']}/{figures['cold']['p95_ms']} ms; warm, new "  # type: ignore[index]
+          f"writers {new['p50_ms']}/{new['p95_ms']} ms (first {new['first_ms']}); "  # type: ignore[index]
+          f"warm, returning writers {returning['p50_ms']}/{returning['p95_ms']} ms "  # type: ignore[index]
+          f"(first {returning['first_ms']}) ({figures['reference_documents']} "  # type: ignore[index]
+          f"reference documents by {figures['reference_writers']} writers)", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Ring 1's reference sample kept between screened writes (``kb/reference_draw.py``): the
 handle's draws are, document for document, what drawing from every stored document gives,
 through writes, deletions, writers joining and leaving (the per-writer share moving) and
-different batch writers; and a write redraws only its own writer."""
+different batch writers; a write redraws only its own writer; and the draw is stable: a
+write changes at most one sampled document, a share that moves takes a prefix."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import trishield.kb.reference_draw as reference_draw
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.reference_draw import ReferenceDraws, writer_seed
+from trishield.kb.reference_draw import ReferenceDraws, draw_keys, writer_sample
 
 
 def _fresh_draw(kb: KnowledgeBase, excluding: str, seed: int = 0) -> tuple[list[int], list[str]]:
@@ -29,9 +30,9 @@ def _fresh_draw(kb: KnowledgeBase, excluding: str, seed: int = 0) -> tuple[list[
     writers: list[str] = []
     for name in sorted(grouped):
         chosen = grouped[name]
-        if len(chosen) > share:
-            rng = np.random.default_rng([seed, writer_seed(name)])
-            chosen = [chosen[i] for i in sorted(rng.choice(len(chosen), share, replace=False))]
+        if len(chosen) > share:  # the smallest keys, found by sorting every key here
+            keys = draw_keys(np.array(chosen), name, seed).tolist()
+            chosen = sorted(pk for _, pk in sorted(zip(keys, chosen, strict=True))[:share])
         pks += chosen
         writers += [name] * len(chosen)
     return pks, writers
@@ -86,10 +87,77 @@ def test_a_write_redraws_only_its_own_writer(tmp_path: Path) -> None:
         draws = ReferenceDraws()
         draws.draw(kb.store, kb.dimension, excluding="w00")
         assert draws.redrawn == 29
+        assert draws.read_every == 29
         _write(kb, "w07", 2, "more")
         drawn = draws.draw(kb.store, kb.dimension, excluding="w00")
         assert draws.redrawn == 30  # w07 alone
+        assert draws.read_every == 29  # from its last draw and its two new documents
         assert (drawn.pks, list(drawn.writers)) == _fresh_draw(kb, "w00")
         drawn = draws.draw(kb.store, kb.dimension, excluding="w07")  # another batch writer:
         assert draws.redrawn == 31  # w00 joins the sample, w07 leaves it; nothing redrawn
         assert (drawn.pks, list(drawn.writers)) == _fresh_draw(kb, "w07")
+
+
+def test_the_draw_is_stable_under_appends_and_share_moves() -> None:
+    pks = np.arange(1, 2001, dtype=np.int64)
+    drawn = set(writer_sample(pks, "writer", 40).tolist())
+    entered = 0
+    for new in range(2001, 2301):  # one document more at a time
+        after = set(writer_sample(np.arange(1, new + 1), "writer", 40).tolist())
+        assert len(after - drawn) <= 1 and len(drawn - after) == len(after - drawn)
+        entered += len(after - drawn)
+        drawn = after
+    assert 0 < entered < 30  # a new document enters about share / documents of the time
+    smaller = set(writer_sample(pks, "writer", 25).tolist())
+    assert smaller < set(writer_sample(pks, "writer", 40).tolist())  # a prefix of the same order
+    assert set(writer_sample(pks, "another", 40).tolist()) != \
+        set(writer_sample(pks, "writer", 40).tolist())
+    assert set(writer_sample(pks, "writer", 40, seed=1).tolist()) != \
+        set(writer_sample(pks, "writer", 40).tolist())
+    assert writer_sample(pks[:30], "writer", 40).tolist() == list(range(1, 31))  # all of them
+
+
+def test_the_draw_is_a_uniform_sample() -> None:
+    """Each document is drawn about share / documents of the time over many writers (a
+    bias to old or new row ids would tilt the calibration)."""
+    counts = np.zeros(200)
+    for number in range(2000):
+        counts[writer_sample(np.arange(200), f"w{number}", 20)] += 1
+    expected = 2000 * 20 / 200
+    assert abs(counts[:100].sum() - counts[100:].sum()) < 0.05 * counts.sum()
+    assert counts.min() > expected * 0.6 and counts.max() < expected * 1.4
+
+
+def test_a_row_id_taken_again_is_read_again(tmp_path: Path) -> None:
+    """SQLite gives a deleted last row's id to the next document: a draw that reused the
+    vector it remembered for that id would calibrate on a document no longer stored."""
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        for name in ("a", "b", "c"):
+            _write(kb, name, 3, "start")
+        draws = ReferenceDraws()
+        draws.draw(kb.store, kb.dimension, excluding="b")
+        last = max(kb.store.document_pks_of_writer("c"))
+        kb.delete_many(["c-start-2"], by="admin")
+        _write(kb, "c", 1, "again")
+        assert max(kb.store.document_pks_of_writer("c")) == last  # the id was taken again
+        drawn = draws.draw(kb.store, kb.dimension, excluding="b")
+        np.testing.assert_array_equal(
+            drawn.vectors, kb.store.document_vectors(drawn.pks, kb.dimension))
+
+
+def test_a_share_that_shrinks_reads_no_document(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reference_draw, "REFERENCE_SIZE", 12)
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        for name in ("a", "b", "c"):
+            _write(kb, name, 9, "start")
+        draws = ReferenceDraws()
+        draws.draw(kb.store, kb.dimension, excluding="x")  # share 4 of 9 each
+        _write(kb, "d", 1, "start")  # share 3: a prefix of each draw
+        drawn = draws.draw(kb.store, kb.dimension, excluding="x")
+        assert draws.read_every == 4  # a, b, c, then d
+        assert (drawn.pks, list(drawn.writers)) == _fresh_draw(kb, "x")
+        kb.delete_many(["d-start-0"], by="admin")  # share 4 again: more than drawn, read all
+        drawn = draws.draw(kb.store, kb.dimension, excluding="x")
+        assert draws.read_every == 7
+        assert (drawn.pks, list(drawn.writers)) == _fresh_draw(kb, "x")

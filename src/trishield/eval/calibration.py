@@ -77,7 +77,7 @@ import numpy as np
 from trishield.eval.genres import GENRES, Genre, load_genre
 from trishield.eval.obfuscations import OBFUSCATIONS
 from trishield.kb.datasets import DATASETS, load_named
-from trishield.kb.reference_draw import share_per_writer, writer_seed
+from trishield.kb.reference_draw import share_per_writer, writer_sample
 from trishield.kb.screening import ReferenceSample, StoredNeighbour
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
 from trishield.rings.ingest_guard import GuardConfig, perplexity_score
@@ -239,10 +239,9 @@ class ArrayNeighbourhood:
         rows: list[int] = []
         writers: list[str] = []
         for name in names:
-            indices = np.flatnonzero(self.writers == name)
-            if len(indices) > per_writer:
-                rng = np.random.default_rng([self._seed, writer_seed(name)])
-                indices = indices[np.sort(rng.choice(len(indices), per_writer, replace=False))]
+            # the KB's draw (kb/reference_draw.py), a row standing for a document's row id
+            indices = writer_sample(np.flatnonzero(self.writers == name), name, per_writer,
+                                    self._seed)
             rows += indices.tolist()
             writers += [name] * len(indices)
         return ReferenceSample(self.vectors[rows], tuple(writers))

@@ -223,10 +223,14 @@ class DenseIndex:
         if len(self) == 0 or depth < 1 or len(queries) == 0:
             return (np.full((len(queries), max(depth, 0)), np.nan, dtype=np.float32),
                     np.full((len(queries), max(depth, 0)), -1, dtype=np.int64))
-        if excluding is not None and len(excluding) and not self.tombstones and (
-                len(excluding) <= OVERFETCH_MAX or self.exact):
-            return self._search_dropping(queries, depth, np.asarray(excluding, dtype=np.int64))
-        return self._search_selected(queries, depth, excluding)
+        # FAISS parallelises over the queries: for one, a second thread only spin-waits
+        # (a screened ingest's search at 100,000 chunks: 15 ms on two threads, 7 on one)
+        with _threads(SINGLE_QUERY_THREADS if len(queries) == 1 else None):
+            if excluding is not None and len(excluding) and not self.tombstones and (
+                    len(excluding) <= OVERFETCH_MAX or self.exact):
+                return self._search_dropping(queries, depth,
+                                             np.asarray(excluding, dtype=np.int64))
+            return self._search_selected(queries, depth, excluding)
 
     @property
     def exact(self) -> bool:

@@ -522,9 +522,9 @@ class KnowledgeBase:
                                  on_slice=tracker.embedded if tracker.watched else None)
         report.embed_seconds += time.perf_counter() - embed_started
         analyses = self._analyse(texts)
-        verdicts = self._screen(write.guard, documents, chunks, embeddings,
-                                [d.tier or write.tier for d in documents],
-                                write.writer) if write.guard else []
+        verdicts, neighbourhood = self._screen(
+            write.guard, documents, chunks, embeddings, [d.tier or write.tier for d in documents],
+            write.writer) if write.guard else ([], None)
         blocked = {v.subject for v in verdicts if v.blocked}
         keep = [i for i, d in enumerate(documents) if d.id not in blocked]
         offsets = np.cumsum([0, *map(len, chunks)])
@@ -552,7 +552,7 @@ class KnowledgeBase:
             retired = {document.id: self.store.retire_document(
                 connection, claim.doc_id, by=write.writer, replaced_by=document.content_hash,
                 source=document.source) for claim, document in updates}
-            batch_id, _ = self.store.write_batch(
+            batch_id, chunk_pks = self.store.write_batch(
                 connection, documents=[documents[i] for i in keep],
                 chunks=[chunks[i] for i in keep], embeddings=embeddings[kept_rows],
                 tier=write.tier, writer=write.writer, source=write.source,
@@ -560,6 +560,10 @@ class KnowledgeBase:
                 quarantined=held, writer_key=write.writer_key,
                 **self._analyses_of(analyses, kept_rows))
             _fault_point("inside-commit")
+        if neighbourhood is not None:
+            bounds = np.cumsum([0, *(len(chunks[i]) for i in keep)])
+            neighbourhood.hand_over(keep, [chunk_pks[bounds[n]:bounds[n + 1]]
+                                           for n in range(len(keep))])
         report.batch_id = report.batch_id or batch_id
         report.batch_ids.append(batch_id)
         report.added.extend(documents[i].id for i in keep)
@@ -596,10 +600,13 @@ class KnowledgeBase:
 
     def _screen(self, guard: Screener, documents: Sequence[Document],
                 chunks: Sequence[Sequence[Chunk]], embeddings: np.ndarray,
-                tiers: Sequence[str], writer: str) -> Sequence[ScreeningVerdict]:
+                tiers: Sequence[str], writer: str
+                ) -> tuple[Sequence[ScreeningVerdict], StoredNeighbourhood]:
         """Ring 1 at ingest: each document alone, plus its distance from what the KB already
         stores from *other* writers (never the batch itself, never the writer's own earlier
-        documents), so a verdict does not depend on how the batch was cut."""
+        documents), so a verdict does not depend on how the batch was cut. The neighbourhood
+        comes back so that the documents stored can hand their neighbours to the handle's
+        cache (:meth:`StoredNeighbourhood.hand_over`)."""
         vectors, start = [], 0
         for per_document in chunks:
             mean = embeddings[start:start + len(per_document)].mean(axis=0)
@@ -608,9 +615,11 @@ class KnowledgeBase:
         _, dense, _ = self._refresh_indexes(persist=False)
         neighbourhood = StoredNeighbourhood(self.store, dense, self.dimension, writer,
                                             cache=self._neighbour_cache)
-        return guard.screen([d.id for d in documents], [d.text for d in documents],
-                            tiers=list(tiers), embeddings=np.asarray(vectors, dtype=np.float32),
-                            neighbourhood=neighbourhood)
+        verdicts = guard.screen([d.id for d in documents], [d.text for d in documents],
+                                tiers=list(tiers),
+                                embeddings=np.asarray(vectors, dtype=np.float32),
+                                neighbourhood=neighbourhood)
+        return verdicts, neighbourhood
 
     def release(self, doc_id: str, *, by: str, progress: bool = False) -> IngestReport:
         """Move a quarantined document into the KB (an admin decision, audited)."""

@@ -33,6 +33,7 @@ import numpy as np
 from trishield.kb.indexes import DenseIndex
 from trishield.kb.reference_draw import ReferenceDraws
 from trishield.kb.store import Store
+from trishield.kb.writer_chunks import WriterChunks
 
 CACHE_SPARE = 32
 """Rows a cached list holds beyond the ``k`` asked: a batch's writer's own chunks are dropped
@@ -79,16 +80,20 @@ class CachedNeighbours:
 
 class NeighbourCache:
     """Per-document neighbour lists of one KB handle, at one change-log position and one ``k``
-    (see the module docstring), and the handle's reference draws (which documents the sample
-    holds: :class:`~trishield.kb.reference_draw.ReferenceDraws`)."""
+    (see the module docstring), the handle's reference draws (which documents the sample
+    holds: :class:`~trishield.kb.reference_draw.ReferenceDraws`) and its writers' chunk row
+    ids (:class:`~trishield.kb.writer_chunks.WriterChunks`)."""
 
     def __init__(self, spare: int = CACHE_SPARE, capacity: int = CACHE_CAPACITY):
         self.spare = spare
         self.capacity = capacity
         self.draws = ReferenceDraws()
+        self.chunks = WriterChunks()
         self.position: int | None = None
         self.k: int | None = None
         self.entries: dict[int, CachedNeighbours] = {}
+        self.adopted = 0
+        """Lists taken from screened batches so far (:meth:`adopt`)."""
 
     @staticmethod
     def usable(dense: DenseIndex) -> bool:
@@ -150,6 +155,33 @@ class NeighbourCache:
                 entries[row].merge(added_ids[block], scores[row], added_writers[block])
                 entry = entries[row]
                 bars[row] = -np.inf if entry.exhausted else entry.scores[-1]
+
+    def adopt(self, store: Store, position: int, writer: str, vectors: np.ndarray,
+              chunks: list[np.ndarray], scores: np.ndarray, ids: np.ndarray) -> int:
+        """Take in the lists of documents just stored by ``writer`` (``chunks``: each one's
+        chunk row ids, in the order of ``vectors``), found by a search of the index at change-
+        log ``position`` with ``writer``'s chunks excluded: each list is then what this cache
+        would search for the document, provided the cache stood at that position with this
+        ``k`` (the lists must not hold chunks added after it, which a catch-up would merge
+        again) and the search went deep enough. Otherwise nothing is taken. How many were."""
+        if self.k is None or self.position != position or not len(chunks):
+            return 0
+        depth = self.k + self.spare
+        if ids.shape[1] < depth:
+            return 0
+        doc_pks = store.documents_of_chunks([int(own[0]) for own in chunks if len(own)])
+        taken = 0
+        for row, own in enumerate(chunks):
+            if not len(own) or int(own[0]) not in doc_pks:
+                continue
+            live = ids[row, :depth] >= 0
+            self.entries[doc_pks[int(own[0])]] = CachedNeighbours(
+                writer, np.array(vectors[row], dtype=np.float32), np.asarray(own, np.int64),
+                ids[row, :depth][live].copy(), scores[row, :depth][live].astype(np.float32),
+                depth)
+            taken += 1
+        self.adopted += taken
+        return taken
 
     def trim(self, keep: set[int]) -> None:
         """Evict documents outside ``keep`` (oldest first) until at most ``capacity`` remain."""

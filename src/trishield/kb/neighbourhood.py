@@ -18,6 +18,7 @@ from trishield.kb.neighbour_cache import CachedNeighbours, NeighbourCache
 from trishield.kb.reference_draw import ReferenceDraws
 from trishield.kb.screening import ReferenceSample, StoredNeighbour
 from trishield.kb.store import Store
+from trishield.kb.writer_chunks import WriterChunks
 
 BATCHED_WRITER_CHUNKS = 1024
 """How many rows more than asked the batched reference search reads (fewer when no reference
@@ -26,6 +27,10 @@ leaves enough. A search costs about the same at depth 5 as at 505 (flat, 50,000 
 rows 75-80 ms either way, 2,000 rows 1.2-1.3 s), so a hundred writers of 500 chunks each
 cost one search of the sample, not a hundred of 20 rows (9 s); a document whose neighbours
 are mostly its own writer's past this depth is searched again with the writer excluded."""
+BATCH_SEARCH_DEPTH = 16
+"""Least depth of the batch's own search, kept for both of Ring 1's questions about the same
+documents (``S_out`` reads 10 neighbours, the tampered-copy search 5 chunks): deeper costs
+nothing measurable, and a second search of a flat index of 100,000 chunks costs 7-15 ms."""
 
 
 def _by_writer(rows: list[int], writers: tuple[str, ...]) -> dict[str, list[int]]:
@@ -74,6 +79,8 @@ class StoredNeighbourhood:
         self._dimension = dimension
         self._writer = writer
         self._draws = cache.draws if cache is not None else ReferenceDraws()
+        self._known_chunks = cache.chunks if cache is not None else WriterChunks()
+        self._versions: dict[str, tuple[int, int]] | None = None
         self._cache = cache if cache is not None and cache.usable(dense) else None
         self._reference_pks: list[int] = []
         self._counts: dict[str, int] | None = None
@@ -82,6 +89,8 @@ class StoredNeighbourhood:
         self._reference: ReferenceSample | None = None
         self._reference_members: dict[str, np.ndarray] = {}
         self._reference_scores: dict[int, np.ndarray] = {}
+        self._batch_search: tuple[np.ndarray, int, np.ndarray, np.ndarray] | None = None
+        self._batch_position = -1
 
     @property
     def writer(self) -> str:
@@ -89,8 +98,8 @@ class StoredNeighbourhood:
 
     def _documents_per_writer(self) -> dict[str, int]:
         if self._counts is None:
-            self._counts = {name: count for name, count in self._store.documents_per_writer()
-                            .items() if name != self._writer}
+            self._counts = {name: count for name, (count, _) in self._writer_versions().items()
+                            if name != self._writer}
         return self._counts
 
     def document_count(self, *, also_excluding: str | None = None) -> int:
@@ -105,19 +114,62 @@ class StoredNeighbourhood:
             found = self._reference_rows(vectors, k, also_excluding)
             if found is not None:
                 return found
-        scores, _ = self._dense.search_many(vectors, k, excluding=self._excluding(also_excluding))
-        return scores
+            return self._dense.search_many(vectors, k,
+                                           excluding=self._excluding(also_excluding))[0]
+        return self._batch_nearest(vectors, k)[0]
+
+    def _batch_nearest(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, ids)`` of the ``k`` nearest stored chunks of the batch's ``vectors`` by
+        other writers. Ring 1 asks this twice of the same documents (``S_out``'s neighbours,
+        then the tampered-copy search); at 100,000 chunks each flat search is most of a
+        screen, so both read one search at depth :data:`BATCH_SEARCH_DEPTH` or more (the
+        same rows as a shallower search of an exact index, ties aside)."""
+        queries = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self._dimension)
+        kept = self._batch_search
+        if kept is None or kept[1] < k or not np.array_equal(kept[0], queries):
+            depth = max(k, BATCH_SEARCH_DEPTH)
+            cache = self._cache
+            if cache is not None and cache.k is not None:
+                depth = max(depth, cache.k + cache.spare)  # deep enough to hand over
+            self._batch_position = self._store.index_position().current
+            scores, ids = self._dense.search_many(queries, depth,
+                                                  excluding=self._excluding(None))
+            kept = self._batch_search = (queries.copy(), depth, scores, ids)
+        return kept[2][:, :k], kept[3][:, :k]
+
+    def hand_over(self, rows: list[int], chunks: list[np.ndarray]) -> int:
+        """After the batch is stored: give the handle's cache the neighbour lists its own
+        search found for the batch's ``rows`` (the documents stored; ``chunks``: each one's
+        chunk row ids), so that a document later drawn into the reference sample is not
+        searched again (at 100,000 chunks, a flat search of 6-7 ms a document). The batch's
+        search is exactly what the cache would search: the nearest chunks by writers other
+        than the document's own, at the position the cache stood at; the cache declines
+        otherwise (:meth:`NeighbourCache.adopt`). How many lists it took."""
+        kept, cache = self._batch_search, self._cache
+        if kept is None or cache is None or not rows:
+            return 0
+        queries, _, scores, ids = kept
+        return cache.adopt(self._store, self._batch_position, self._writer, queries[rows],
+                           chunks, scores[rows], ids[rows])
 
     def _writer_chunks(self, writer: str) -> np.ndarray:
         """Chunk row ids of ``writer``'s stored documents, read once."""
         self._read_chunks([writer])
         return self._chunks[writer]
 
+    def _writer_versions(self) -> dict[str, tuple[int, int]]:
+        """Every writer's ``(documents, version)``, read once for this screen."""
+        if self._versions is None:
+            self._versions = self._store.writer_versions()
+        return self._versions
+
     def _read_chunks(self, writers: list[str]) -> None:
-        """Read the chunk row ids of those of ``writers`` not read yet, in one query."""
+        """Read the chunk row ids of those of ``writers`` not read yet (the handle keeps
+        those of writers whose documents did not change: :class:`WriterChunks`)."""
         missing = sorted(set(writers) - set(self._chunks))
         if missing:
-            self._chunks |= self._store.chunk_pks_by_writer(missing)
+            self._chunks |= self._known_chunks.of(self._store, missing,
+                                                  self._writer_versions())
 
     def _excluding(self, also_excluding: str | None) -> np.ndarray:
         """Chunk row ids of the batch's writer (and ``also_excluding``)."""
@@ -255,12 +307,13 @@ class StoredNeighbourhood:
         """Up to :data:`~trishield.kb.reference_draw.REFERENCE_PER_WRITER` documents of every
         other writer (:class:`~trishield.kb.reference_draw.ReferenceDraws`: redrawn only for
         writers whose documents changed since the handle's last screen)."""
-        drawn = self._draws.draw(self._store, self._dimension, excluding=self._writer)
+        drawn = self._draws.draw(self._store, self._dimension, excluding=self._writer,
+                                 versions=self._writer_versions())
         self._reference_pks = drawn.pks
         return ReferenceSample(drawn.vectors, drawn.writers)
 
     def nearest_documents(self, vectors: np.ndarray, k: int) -> list[list[StoredNeighbour]]:
-        scores, ids = self._dense.search_many(vectors, k, excluding=self._excluding(None))
+        scores, ids = self._batch_nearest(vectors, k)
         chunks = self._store.chunks_by_pk(sorted({int(i) for i in ids.ravel() if i >= 0}))
         texts = self._store.document_texts({chunk.doc_id for chunk in chunks.values()})
         found: list[list[StoredNeighbour]] = []

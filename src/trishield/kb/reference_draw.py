@@ -2,19 +2,24 @@
 
 The sample (``kb/neighbourhood.py``) takes up to :data:`REFERENCE_PER_WRITER` documents from
 each writer other than the screened batch's (fewer when many writers share
-:data:`REFERENCE_SIZE`), chosen with a seed that depends only on the writer's name and the
-writer's own documents. So one writer's part of the sample changes only when that writer's
-documents change or when the per-writer share does (a writer joining or leaving the KB moves
-``REFERENCE_SIZE // writers``). Drawn afresh, every screened write read every stored
-document's row id (about 50 ms at 50,000 documents) and the sample's 2,000 vectors, though one
-write changes one writer's documents.
+:data:`REFERENCE_SIZE`): the writer's ``share`` documents with the smallest *draw keys*, a
+seeded 64-bit hash of the writer's name and the document's row id (:func:`draw_keys`).
+
+Why keys rather than ``rng.choice`` over the writer's documents: the sample must barely move
+from one write to the next, because every document that enters it is searched over the whole
+index (its neighbours by other writers). ``rng.choice(n + 1, share)`` and ``rng.choice(n,
+share)`` pick different sets, so a writer's every write redrew its whole part (up to 100
+documents: 300+ ms of flat search at 100,000 chunks). With keys a write changes at most one
+of the writer's sampled documents (the new one, when its key is among the ``share``
+smallest), a delete at most one, and a share that shrinks or grows takes a prefix of the same
+order. The draw is still a uniform sample without replacement of the writer's documents.
 
 :class:`ReferenceDraws` keeps each writer's draw with the writer's document version
 (:mod:`trishield.kb.writer_counts`, kept by triggers): a screen reads one row per writer and
-redraws, with the same seed and the same ``rng.choice`` as a fresh draw, only the writers
-whose version or share changed. The result is the fresh draw, document for document
-(``tests/test_kb_reference_draw.py``). A handle of the KB owns one (with its neighbour cache)
-and uses it under the KB's write lock.
+redraws only the writers whose version or share changed, reusing the vectors of documents
+that stay in the sample when the writer only added documents since. The result is the fresh
+draw, document for document (``tests/test_kb_reference_draw.py``). A handle of the KB owns one
+(with its neighbour cache) and uses it under the KB's write lock.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trishield.kb.store import Store
+from trishield.kb.writer_counts import added_since
 
 REFERENCE_SIZE = 2000
 """At most this many documents in a reference sample."""
@@ -45,16 +51,50 @@ def share_per_writer(writers: int) -> int:
     return min(REFERENCE_PER_WRITER, max(1, REFERENCE_SIZE // max(writers, 1)))
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser over unsigned 64-bit integers (wrapping arithmetic): a stable
+    hash, the same on every platform and numpy version."""
+    z = values + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def draw_keys(pks: np.ndarray, writer: str, seed: int = REFERENCE_SEED) -> np.ndarray:
+    """Each document's draw key: a seeded hash of the writer and the row id. The keys of a
+    document never change while it is stored, so which of a writer's documents have the
+    smallest ones changes only where a document enters or leaves."""
+    salt = _mix(np.array([writer_seed(writer) ^ (seed & 0xFFFFFFFFFFFFFFFF)], dtype=np.uint64))
+    with np.errstate(over="ignore"):
+        return _mix(np.asarray(pks, dtype=np.int64).astype(np.uint64) ^ salt[0])
+
+
+def writer_sample(pks: np.ndarray, writer: str, share: int,
+                  seed: int = REFERENCE_SEED) -> np.ndarray:
+    """The ``share`` of ``writer``'s documents ``pks`` with the smallest draw keys (ties, which
+    a 64-bit hash makes rare, by row id), oldest first; all of them when there are no more."""
+    pks = np.asarray(pks, dtype=np.int64)
+    if len(pks) <= share:
+        return np.sort(pks)
+    order = np.lexsort((pks, draw_keys(pks, writer, seed)))
+    return np.sort(pks[order[:share]])
+
+
 @dataclass
 class WriterDraw:
-    """One writer's part of the sample: at ``version`` of its documents, with ``share`` per
-    writer, the chosen document row ids (oldest first) and their document vectors."""
+    """One writer's part of the sample: at ``version`` of its ``documents``, with ``share``
+    per writer, the chosen document row ids (oldest first) and their document vectors;
+    ``newest`` is the row id of the writer's newest document then."""
 
     version: int
     documents: int
     share: int
     pks: list[int]
     vectors: np.ndarray
+    newest: int
 
     def still_valid(self, version: int, share: int) -> bool:
         """The same documents, and the same choice among them: the share is unchanged, or
@@ -81,26 +121,34 @@ class ReferenceDraws:
         self.draws: dict[str, WriterDraw] = {}
         self.redrawn = 0
         """Writers drawn (again) so far: how much a screen had to read."""
+        self.read_every = 0
+        """Of those, draws that read every document of the writer (the others read only
+        the documents added since the writer's last draw, or none)."""
 
-    def draw(self, store: Store, dimension: int, *, excluding: str) -> Drawn:
+    def draw(self, store: Store, dimension: int, *, excluding: str,
+             versions: dict[str, tuple[int, int]] | None = None) -> Drawn:
         """The sample for a batch written by ``excluding``: the same documents as a fresh
-        draw, redrawing only writers whose documents or share changed."""
-        versions = {name: value for name, value in store.writer_versions().items()
+        draw, redrawing only writers whose documents or share changed. ``versions`` is
+        :meth:`Store.writer_versions` when the caller read it already."""
+        versions = {name: value for name, value in (
+            store.writer_versions() if versions is None else versions).items()
                     if name != excluding}
         share = share_per_writer(len(versions))
         for name in [name for name in self.draws if name not in versions and name != excluding]:
             del self.draws[name]  # a writer left the KB; the writer screened keeps its draw
         stale = [name for name, (_, version) in versions.items()
                  if name not in self.draws or not self.draws[name].still_valid(version, share)]
-        chosen = {name: self._choose(store, name, share) for name in sorted(stale)}
-        vectors = store.document_vectors(
-            [pk for pks in chosen.values() for pk in pks], dimension)
-        start = 0
-        for name, pks in chosen.items():
-            self.draws[name] = WriterDraw(versions[name][1], versions[name][0], share, pks,
-                                          vectors[start:start + len(pks)])
-            start += len(pks)
-        self.redrawn += len(chosen)
+        chosen = {name: self._choose(store, name, versions[name], share)
+                  for name in sorted(stale)}
+        missing = [pk for pks, _, known in chosen.values() for pk in pks if pk not in known]
+        read = dict(zip(missing, store.document_vectors(missing, dimension), strict=True))
+        for name, (pks, newest, known) in chosen.items():
+            vectors = (np.stack([known[pk] if pk in known else read[pk] for pk in pks])
+                       .astype(np.float32, copy=False)
+                       if pks else np.zeros((0, dimension), dtype=np.float32))
+            documents, version = versions[name]
+            self.draws[name] = WriterDraw(version, documents, share, pks, vectors, newest)
+        self.redrawn += len(stale)
         names = sorted(versions)
         pks = [pk for name in names for pk in self.draws[name].pks]
         writers = tuple(name for name in names for _ in self.draws[name].pks)
@@ -108,10 +156,33 @@ class ReferenceDraws:
                    if names else np.zeros((0, dimension), dtype=np.float32))
         return Drawn(pks, writers, stacked.astype(np.float32, copy=False))
 
-    def _choose(self, store: Store, writer: str, share: int) -> list[int]:
-        """Up to ``share`` of ``writer``'s stored documents, seeded by the writer's name."""
-        pks = store.document_pks_of_writer(writer)
-        if len(pks) > share:
-            rng = np.random.default_rng([self.seed, writer_seed(writer)])
-            pks = [pks[i] for i in sorted(rng.choice(len(pks), share, replace=False))]
-        return pks
+    def _choose(self, store: Store, writer: str, state: tuple[int, int], share: int
+                ) -> tuple[list[int], int, dict[int, np.ndarray]]:
+        """``writer``'s part of the sample at ``state`` (stored documents, version): its
+        ``share`` documents with the smallest draw keys, the row id of its newest document,
+        and the vectors already known of them (the caller reads the rest, for every writer
+        at once).
+
+        When the writer only added documents since its last draw and the share did not grow
+        past what that draw took, the new part lies within the last one and the added
+        documents (those above its newest row id then: SQLite gives a new row an id above
+        every row of the table, checked against the count), so only those are read; else
+        every document of the writer is. Vectors of documents already drawn are reused on
+        the same condition (no row id freed and taken again)."""
+        last = self.draws.get(writer)
+        added = None if last is None else added_since((last.documents, last.version), state)
+        if last is not None and added is not None and (
+                share <= last.share or last.documents <= last.share):
+            new = store.document_pks_of_writer(writer, after=last.newest) if added else []
+            if len(new) == added:
+                chosen = writer_sample(np.asarray(last.pks + new, dtype=np.int64), writer,
+                                       share, self.seed).tolist()
+                known = dict(zip(last.pks, last.vectors, strict=True))
+                return chosen, new[-1] if new else last.newest, known
+        self.read_every += 1
+        every = store.document_pks_of_writer(writer)
+        chosen = writer_sample(np.asarray(every, dtype=np.int64), writer, share,
+                               self.seed).tolist()
+        known = {} if last is None or added is None else dict(
+            zip(last.pks, last.vectors, strict=True))
+        return chosen, every[-1] if every else 0, known

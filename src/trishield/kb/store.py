@@ -249,10 +249,24 @@ class Store:
         delete of one of the writer's documents (:mod:`trishield.kb.writer_counts`)."""
         return writer_counts.versions(self.connection)
 
-    def document_pks_of_writer(self, writer: str) -> list[int]:
-        """Row ids of ``writer``'s stored documents, oldest first (one indexed read)."""
+    def document_pks_of_writer(self, writer: str, *, after: int = 0) -> list[int]:
+        """Row ids of ``writer``'s stored documents (those above ``after``), oldest first (one
+        indexed read)."""
         return [pk for (pk,) in self.connection.execute(
-            "SELECT pk FROM documents WHERE writer = ? ORDER BY pk", (writer,))]
+            "SELECT pk FROM documents WHERE writer = ? AND pk > ? ORDER BY pk",
+            (writer, after))]
+
+    def newest_document_of_writers(self, writers: Iterable[str]) -> dict[str, int]:
+        """``writer -> row id of its newest stored document`` (0 for one with none)."""
+        names = sorted(set(writers))
+        found = dict.fromkeys(names, 0)
+        for start in range(0, len(names), 500):
+            part = names[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.connection.execute(
+                f"SELECT writer, MAX(pk) FROM documents WHERE writer IN ({marks}) "
+                "GROUP BY writer", part))
+        return found
 
     def writers_since(self) -> dict[str, float]:
         """``writer -> when its first stored document entered the KB`` (quarantined and
@@ -291,6 +305,16 @@ class Store:
             found.update(self.connection.execute(
                 "SELECT c.pk, d.writer FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
                 f"WHERE c.pk IN ({marks})", part))
+        return found
+
+    def documents_of_chunks(self, pks: Sequence[int]) -> dict[int, int]:
+        """``chunk row id -> its document's row id`` for the stored chunks among ``pks``."""
+        found: dict[int, int] = {}
+        for start in range(0, len(pks), 500):
+            part = list(pks[start:start + 500])
+            marks = ",".join("?" * len(part))
+            found.update(self.connection.execute(
+                f"SELECT pk, doc_pk FROM chunks WHERE pk IN ({marks})", part))
         return found
 
     def chunk_pks_of_documents(self, doc_pks: Sequence[int]) -> dict[int, np.ndarray]:

@@ -64,3 +64,11 @@ def versions(connection: sqlite3.Connection) -> dict[str, tuple[int, int]]:
     """``writer -> (stored documents, version)`` for every writer that stores one."""
     return {writer: (documents, version) for writer, documents, version in connection.execute(
         "SELECT writer, documents, version FROM writer_documents WHERE documents > 0")}
+
+
+def added_since(before: tuple[int, int], now: tuple[int, int]) -> int | None:
+    """How many documents a writer added between two of its ``(documents, version)`` states,
+    when it only added (every insert and delete moves the version by one, so the version grew
+    by exactly the count's growth only without a delete); None when it also removed one."""
+    added = now[0] - before[0]
+    return added if added >= 0 and now[1] - before[1] == added else None
