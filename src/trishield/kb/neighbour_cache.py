@@ -135,11 +135,11 @@ class NeighbourCache:
         list), which :meth:`CachedNeighbours.merge` would otherwise find by itself, list by
         list (2,000 calls a write)."""
         writers = store.chunk_writers(added_ids.tolist())
-        names = {name: code for code, name in enumerate(sorted(
-            {writers.get(int(pk), "") for pk in added_ids} |
-            {entry.writer for entry in self.entries.values()}))}
         added_writers = np.array([writers.get(int(pk), "") for pk in added_ids], dtype=object)
-        added_codes = np.array([names[str(name)] for name in added_writers], dtype=np.int64)
+        names = {name: code for code, name in enumerate(sorted(
+            set(added_writers.tolist()) | {entry.writer for entry in self.entries.values()}))}
+        added_codes = np.array([names[name] for name in added_writers.tolist()],
+                               dtype=np.int64)
         doc_pks = list(self.entries)
         entries = [self.entries[pk] for pk in doc_pks]
         vectors = np.stack([entry.vector for entry in entries])
