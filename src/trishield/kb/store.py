@@ -259,14 +259,9 @@ class Store:
     def newest_document_of_writers(self, writers: Iterable[str]) -> dict[str, int]:
         """``writer -> row id of its newest stored document`` (0 for one with none)."""
         names = sorted(set(writers))
-        found = dict.fromkeys(names, 0)
-        for start in range(0, len(names), 500):
-            part = names[start:start + 500]
-            marks = ",".join("?" * len(part))
-            found.update(self.connection.execute(
-                f"SELECT writer, MAX(pk) FROM documents WHERE writer IN ({marks}) "
-                "GROUP BY writer", part))
-        return found
+        return dict.fromkeys(names, 0) | dict(self._rows_in(
+            "SELECT writer, MAX(pk) FROM documents WHERE writer IN ({marks}) GROUP BY writer",
+            names))
 
     def writers_since(self) -> dict[str, float]:
         """``writer -> when its first stored document entered the KB`` (quarantined and
@@ -282,50 +277,42 @@ class Store:
             "SELECT DISTINCT lower(writer) FROM quarantine WHERE writer_key = ''")
         return {name for (name,) in rows}
 
+    def _rows_in(self, sql: str, keys: Sequence) -> Iterator[tuple]:
+        """The rows of ``sql`` for ``keys``, its ``{marks}`` the placeholders of an ``IN``
+        list, in queries of 500 keys (SQLite's variable limit): each key's rows come from one
+        query, so an ``ORDER BY`` holds per key."""
+        for start in range(0, len(keys), 500):
+            part = list(keys[start:start + 500])
+            yield from self.connection.execute(sql.format(marks=",".join("?" * len(part))),
+                                               part)
+
     def chunk_pks_by_writer(self, writers: Iterable[str]) -> dict[str, np.ndarray]:
         """``writer -> row ids of its stored chunks`` for each of ``writers`` (an empty array
         for one with none), in queries of 500 writers (SQLite's variable limit)."""
         names = sorted(set(writers))
         found: dict[str, list[int]] = {name: [] for name in names}
-        for start in range(0, len(names), 500):
-            part = names[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for pk, writer in self.connection.execute(
-                    "SELECT c.pk, d.writer FROM documents d JOIN chunks c ON c.doc_pk = d.pk "
-                    f"WHERE d.writer IN ({marks}) ORDER BY c.pk", part):
-                found[writer].append(pk)
+        for pk, writer in self._rows_in(
+                "SELECT c.pk, d.writer FROM documents d JOIN chunks c ON c.doc_pk = d.pk "
+                "WHERE d.writer IN ({marks}) ORDER BY c.pk", names):
+            found[writer].append(pk)
         return {name: np.asarray(pks, dtype=np.int64) for name, pks in found.items()}
 
     def chunk_writers(self, pks: Sequence[int]) -> dict[int, str]:
         """``chunk row id -> its document's writer`` for the stored chunks among ``pks``."""
-        found: dict[int, str] = {}
-        for start in range(0, len(pks), 500):
-            part = list(pks[start:start + 500])
-            marks = ",".join("?" * len(part))
-            found.update(self.connection.execute(
-                "SELECT c.pk, d.writer FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
-                f"WHERE c.pk IN ({marks})", part))
-        return found
+        return dict(self._rows_in(
+            "SELECT c.pk, d.writer FROM chunks c JOIN documents d ON d.pk = c.doc_pk "
+            "WHERE c.pk IN ({marks})", pks))
 
     def documents_of_chunks(self, pks: Sequence[int]) -> dict[int, int]:
         """``chunk row id -> its document's row id`` for the stored chunks among ``pks``."""
-        found: dict[int, int] = {}
-        for start in range(0, len(pks), 500):
-            part = list(pks[start:start + 500])
-            marks = ",".join("?" * len(part))
-            found.update(self.connection.execute(
-                f"SELECT pk, doc_pk FROM chunks WHERE pk IN ({marks})", part))
-        return found
+        return dict(self._rows_in("SELECT pk, doc_pk FROM chunks WHERE pk IN ({marks})", pks))
 
     def chunk_pks_of_documents(self, doc_pks: Sequence[int]) -> dict[int, np.ndarray]:
         """``document row id -> row ids of its chunks`` (an empty array for one with none)."""
         found: dict[int, list[int]] = {pk: [] for pk in doc_pks}
-        for start in range(0, len(doc_pks), 500):
-            part = list(doc_pks[start:start + 500])
-            marks = ",".join("?" * len(part))
-            for doc_pk, pk in self.connection.execute(
-                    f"SELECT doc_pk, pk FROM chunks WHERE doc_pk IN ({marks}) ORDER BY pk", part):
-                found[doc_pk].append(pk)
+        for doc_pk, pk in self._rows_in(
+                "SELECT doc_pk, pk FROM chunks WHERE doc_pk IN ({marks}) ORDER BY pk", doc_pks):
+            found[doc_pk].append(pk)
         return {pk: np.asarray(pks, dtype=np.int64) for pk, pks in found.items()}
 
     def document_vectors(self, doc_pks: Sequence[int], dimension: int) -> np.ndarray:
