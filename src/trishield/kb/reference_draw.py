@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from trishield.kb.store import Store
-from trishield.kb.writer_counts import added_since
 
 REFERENCE_SIZE = 2000
 """At most this many documents in a reference sample."""
@@ -170,19 +169,17 @@ class ReferenceDraws:
         every document of the writer is. Vectors of documents already drawn are reused on
         the same condition (no row id freed and taken again)."""
         last = self.draws.get(writer)
-        added = None if last is None else added_since((last.documents, last.version), state)
-        if last is not None and added is not None and (
+        new = None if last is None else store.documents_added(
+            writer, (last.documents, last.version), last.newest, state)
+        known = {} if last is None or new is None else dict(
+            zip(last.pks, last.vectors, strict=True))
+        if last is not None and new is not None and (
                 share <= last.share or last.documents <= last.share):
-            new = store.document_pks_of_writer(writer, after=last.newest) if added else []
-            if len(new) == added:
-                chosen = writer_sample(np.asarray(last.pks + new, dtype=np.int64), writer,
-                                       share, self.seed).tolist()
-                known = dict(zip(last.pks, last.vectors, strict=True))
-                return chosen, new[-1] if new else last.newest, known
+            chosen = writer_sample(np.asarray(last.pks + new, dtype=np.int64), writer, share,
+                                   self.seed).tolist()
+            return chosen, new[-1] if new else last.newest, known
         self.read_every += 1
         every = store.document_pks_of_writer(writer)
         chosen = writer_sample(np.asarray(every, dtype=np.int64), writer, share,
                                self.seed).tolist()
-        known = {} if last is None or added is None else dict(
-            zip(last.pks, last.vectors, strict=True))
         return chosen, every[-1] if every else 0, known

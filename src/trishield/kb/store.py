@@ -256,6 +256,20 @@ class Store:
             "SELECT pk FROM documents WHERE writer = ? AND pk > ? ORDER BY pk",
             (writer, after))]
 
+    def documents_added(self, writer: str, before: tuple[int, int], newest: int,
+                        now: tuple[int, int]) -> list[int] | None:
+        """Row ids of the documents ``writer`` added since it stood at ``before`` (stored
+        documents, version) with ``newest`` its newest row id, now that it stands at ``now``;
+        None when it also removed one (:func:`writer_counts.added_since`) or the ids above
+        ``newest`` are not exactly the added ones. Why they should be: SQLite gives a new row
+        an id above every row of the table, so a writer that only appended has its new
+        documents, and only those, above its newest then; the count checks it."""
+        added = writer_counts.added_since(before, now)
+        if added is None:
+            return None
+        pks = self.document_pks_of_writer(writer, after=newest) if added else []
+        return pks if len(pks) == added else None
+
     def newest_document_of_writers(self, writers: Iterable[str]) -> dict[str, int]:
         """``writer -> row id of its newest stored document`` (0 for one with none)."""
         names = sorted(set(writers))

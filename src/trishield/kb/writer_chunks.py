@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from trishield.kb.store import Store
-from trishield.kb.writer_counts import added_since
 
 NO_DOCUMENTS = (0, 0)
 
@@ -61,11 +60,12 @@ class WriterChunks:
             if known is not None and known.state == state:
                 found[name] = known.pks
                 continue
-            added = None if known is None else added_since(known.state, state)
-            if added is None or not self._add(store, name, known, state, added):
+            new = None if known is None else store.documents_added(
+                name, known.state, known.newest, state)
+            if known is None or new is None:
                 full.append(name)
                 continue
-            found[name] = self.known[name].pks
+            found[name] = self._add(store, name, known, state, new)
         if full:
             chunks = store.chunk_pks_by_writer(full)
             newest = store.newest_document_of_writers(full)
@@ -76,18 +76,13 @@ class WriterChunks:
             self.read_in_full += len(full)
         return found
 
-    def _add(self, store: Store, name: str, known: KnownChunks | None,
-             state: tuple[int, int], added: int) -> bool:
-        """Take in the ``added`` documents ``name`` wrote since ``known``: those above its
-        newest row id then, when there are exactly that many (else False: read it all)."""
-        assert known is not None
-        doc_pks = store.document_pks_of_writer(name, after=known.newest)
-        if len(doc_pks) != added:
-            return False
+    def _add(self, store: Store, name: str, known: KnownChunks, state: tuple[int, int],
+             doc_pks: list[int]) -> np.ndarray:
+        """Take in the chunks of ``doc_pks``, the documents ``name`` added since ``known``."""
         if doc_pks:
             new = store.chunk_pks_of_documents(doc_pks)
             pks = np.union1d(known.pks, np.concatenate([new[pk] for pk in doc_pks]))
             self.known[name] = KnownChunks(state, doc_pks[-1], pks.astype(np.int64))
         else:
             self.known[name] = KnownChunks(state, known.newest, known.pks)
-        return True
+        return self.known[name].pks
