@@ -59,6 +59,10 @@ def main() -> None:
     parser.add_argument("--tenure-full-days", type=float, default=None,
                         help="days of writing for a full record (default: the design's "
                              "365; 0 turns the tenure cap off)")
+    parser.add_argument("--ask", action="append", default=None, metavar="TARGET_ID",
+                        help="ask only these of the chosen targets (repeatable; the KBs still "
+                             "hold every chosen target's poisons, so they are the same KBs): "
+                             "a change that can only alter some questions is measured on them")
     parser.add_argument("--answers", type=Path, default=None,
                         help="also write every answer (block, target, answer or refusal reason, "
                              "calls, the whole trace) as JSON lines, to read why")
@@ -97,6 +101,13 @@ def main() -> None:
     chosen = seeded_order(targets, 0)[args.skip:args.skip + args.targets]
     if not chosen:
         parser.error(f"no targets after skipping {args.skip}")
+    asked = chosen
+    if args.ask:
+        unknown = sorted(set(args.ask) - {t.id for t in chosen})
+        if unknown:
+            parser.error(f"--ask names targets that are not among the chosen ones: "
+                         f"{', '.join(unknown)}")
+        asked = [t for t in chosen if t.id in set(args.ask)]
     base = kbs.build_base(args.work_dir, args.profile,
                           kbs.profile_documents(args.profile, targets, 0))
     panel = build_panel(args.panel.split(","))
@@ -118,7 +129,7 @@ def main() -> None:
     def measure(label: str, ask, view: ConditionedKB | None) -> None:
         fooled = correct = refused = calls = 0
         started = time.perf_counter()
-        for target in chosen:
+        for target in asked:
             if view is not None:
                 view.target, view.target_number = target.id, target.number
             answer = ask(target.question)
@@ -132,7 +143,7 @@ def main() -> None:
                           "correct": target.correct, "incorrect": target.incorrect,
                           **answer.as_dict()}
                 answers_out.write(json.dumps(record, sort_keys=True, default=str) + "\n")
-        n = len(chosen)
+        n = len(asked)
         row = {"block": label, "n": n, "asr": None if view is None else fooled / n,
                "accuracy": correct / n, "refused": refused / n, "llm_calls_per_question":
                calls / n, "seconds": round(time.perf_counter() - started, 1)}

@@ -19,6 +19,7 @@ from trishield.answers import (
     own_terms,
     polar_support,
     same_answer,
+    speaks_about,
     token_f1,
 )
 from trishield.kb.retrieval import Candidate
@@ -617,6 +618,22 @@ def test_polarity_of_a_statement_scores_a_bare_yes_or_no() -> None:
     assert not is_bare_polar("No, it is not") and is_bare_polar("no.")
 
 
+def test_a_passage_speaks_about_a_question_when_it_lacks_at_most_one_of_its_terms() -> None:
+    """Anywhere in the passage, not in one sentence, and one term may be worded otherwise
+    ("set in" for "take place"); a passage about another thing of the same kind lacks the
+    subject and more, and a short question needs its terms."""
+    question = "is there a 4th book in the kane chronicles"
+    assert speaks_about("The Kane Chronicles is a trilogy. Each book is an adventure.", question)
+    assert not speaks_about("Cress is the third book in The Lunar Chronicles and fourth "
+                            "chronologically.", question)
+    assert speaks_about("The Jungle Book is by Kipling. The stories are set in a forest in "
+                        "India; one place there is Seonee.", "does the jungle book take place "
+                                                              "in india")
+    assert speaks_about("Shipping is free.", "is shipping free?")
+    assert not speaks_about("Returns are free.", "is shipping free?")
+    assert not speaks_about("Anything at all.", "is it?")
+
+
 def test_a_citation_mark_does_not_glue_to_the_word_before_it() -> None:
     """A reader that copies a sentence ending in "spin-off" is supported by the passage that
     reads "spin-off.[40]" (SQuAD normalisation alone made that "spinoff40")."""
@@ -702,6 +719,96 @@ def test_the_second_reader_settles_a_reading_dispute_over_one_source() -> None:
         "who recorded the song", context)
     assert (result.answer, result.escalated, second.calls) == ("Bo Diaz", True, 1)
     assert "read one source two ways" in result.reason
+
+
+JUNGLE = "Does the Jungle Book take place in India?"
+JUNGLE_CONTEXT = [
+    _passage("k#0", 0.9, "The Jungle Book is a collection of stories by Kipling. The stories "
+                         "are set in a forest in India; one place there is Seonee."),
+    _passage("s#0", 0.8, "Shipping is free on orders over $50."),
+    _passage("f#0", 0.7, "The Jungle Book film was shot in a studio in place of India."),
+    _passage("n#0", 0.65, "Kim is another book by Kipling, a novel set in India."),
+    _passage("u#0", 0.6, "The Jungle Book takes place in Africa.", "untrusted")]
+
+
+def _reads(whole: str, alone: dict[str, str]):
+    """A second reader's script: ``whole`` on the whole context, ``alone[id]`` on one
+    passage (an unlisted passage is declined)."""
+    return lambda ids: whole if len(ids) > 1 else alone.get(ids[0], "I don't know")
+
+
+def test_the_second_reader_reads_a_yes_or_no_passage_by_passage() -> None:
+    """A "Yes" that a passage implies in other words ("set in a forest in India") is stated
+    by no sentence: the second reader reads the passages that speak about the question one
+    at a time (not the one about shipping, not the untrusted one, not the near miss about
+    another book that lacks the question's subject) and the answer rests on
+    the passage read as "yes"; the reason and the rounds say so, and no retry is counted."""
+    second = ScriptedReader("strong", _reads("Yes", {"k#0": "Yes", "f#0": "I don't know"}))
+    result = Consensus([ScriptedReader("small", lambda ids: "Yes")],
+                       second_reader=second).decide(JUNGLE, JUNGLE_CONTEXT, use_panel=False)
+    assert (result.answer, result.refused, result.support) == ("Yes", False, ["k#0"])
+    assert result.reason.startswith("read passage by passage: 'Yes' by k#0 (strong)")
+    assert [r.passages for r in result.rounds][2:] == [["k#0"], ["f#0"]]
+    assert second.calls == 3 and result.escalated and not result.retried
+    off = Consensus([ScriptedReader("small", lambda ids: "Yes")], ConsensusConfig(
+        polar_readings=0), second_reader=ScriptedReader("strong", _reads("Yes", {}))).decide(
+        JUNGLE, JUNGLE_CONTEXT, use_panel=False)
+    assert off.refused and "passage by passage" not in off.reason and len(off.rounds) == 2
+
+
+def test_reading_by_passage_answers_only_one_way_a_reader_gave_and_no_sentence_denies() -> None:
+    """Refused, with what each passage was read as, when the passages are read both ways,
+    when the reading is not the one the readers gave on the whole context, or when a passage
+    of the evidence decides the other way by its words; never asked for a question that is
+    not yes/no, or when only low-trust passages speak about it."""
+    def decided(first: str, alone: dict[str, str], context=JUNGLE_CONTEXT,
+                question: str = JUNGLE, evidence=None):
+        second = ScriptedReader("strong", _reads(first, alone))
+        result = Consensus([ScriptedReader("small", lambda ids: first)],
+                           second_reader=second).decide(question, context, use_panel=False,
+                                                        evidence=evidence)
+        return result, second.calls
+
+    both, _ = decided("Yes", {"k#0": "Yes", "f#0": "No"})
+    assert both.refused and "read passage by passage by strong: k#0 Yes; f#0 No" in both.reason
+    other_way, _ = decided("Yes", {"k#0": "No"})
+    assert other_way.refused and "k#0 No" in other_way.reason
+    pool = [*JUNGLE_CONTEXT, _passage("d#0", 0.2, "The Jungle Book does not take place in "
+                                                  "India.")]
+    denied, _ = decided("Yes", {"k#0": "Yes"},
+                        evidence=context_evidence(JUNGLE, pool))
+    assert denied.refused and "a passage's words decide 'No'" in denied.reason
+    wh, calls = decided("Kerala", {"k#0": "Yes"}, question="Where does the Jungle Book take "
+                                                          "place?")
+    assert wh.refused and calls == 1
+    untrusted = [replace(p, tier="untrusted") for p in JUNGLE_CONTEXT]
+    alone, calls = decided("Yes", {"k#0": "Yes"}, context=untrusted)
+    assert alone.refused and calls == 1 and "passage by passage" not in alone.reason
+
+
+def test_readers_that_disagree_on_a_yes_or_no_each_read_every_passage() -> None:
+    """A reading dispute ("No" against "Yes" on the whole context): each disputant reads each
+    passage alone, and a passage counts only when they all read it one way. The second
+    reader's "Yes" from a passage the first reads as "No" settles nothing, nor does a
+    passage both read as "No" while one of them reads another as "Yes"; both reading "No"
+    and nothing read as "Yes" gives "No", with both readers named."""
+    def disputed(first_alone: dict[str, str], second_alone: dict[str, str]):
+        first = ScriptedReader("small", _reads("No", first_alone))
+        second = ScriptedReader("strong", _reads("Yes", second_alone))
+        result = Consensus([first], second_reader=second).decide(JUNGLE, JUNGLE_CONTEXT,
+                                                                 use_panel=False)
+        return result, first.calls, second.calls
+
+    unsettled, first_calls, second_calls = disputed({"k#0": "No", "f#0": "No"},
+                                                    {"k#0": "Yes", "f#0": "I don't know"})
+    assert unsettled.refused and (first_calls, second_calls) == (3, 3)
+    assert "read passage by passage by small, strong: k#0 No/Yes; f#0 No/declined" in (
+        unsettled.reason)
+    dissent, _, _ = disputed({"k#0": "No", "f#0": "Yes"}, {"k#0": "No"})
+    assert dissent.refused and "f#0 Yes/declined" in dissent.reason  # one reader's "Yes"
+    settled, _, _ = disputed({"k#0": "No"}, {"k#0": "No"})
+    assert (settled.answer, settled.support) == ("No", ["k#0"])
+    assert settled.reason.startswith("read passage by passage: 'No' by k#0 (small, strong)")
 
 
 def test_an_answer_that_picks_an_offered_alternative_is_stated_where_a_sentence_says_it() -> None:

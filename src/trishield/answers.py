@@ -214,6 +214,22 @@ def decides(answer: str, text: str, question: str) -> bool:
     return False
 
 
+def speaks_about(text: str, question: str) -> bool:
+    """Whether ``text`` holds every content term of the question but at most one (and at least
+    two, or all of a shorter question's), anywhere in it: a passage worth reading for a
+    yes/no question one source at a time (Ring 3's reading by passage).
+
+    Not every term in one sentence (:func:`decides`): the reader decides, not the words, and
+    "The stories are set in a forest in India" answers "Does the Jungle Book take place in
+    India?" without "take". Not half of them either: a passage about another thing of the same
+    kind ("Cress is the third book in The Lunar Chronicles and fourth chronologically", asked
+    about a 4th book of the Kane Chronicles) lacks the question's subject, and a small model
+    reads such a near miss as "yes"."""
+    asked = set(_content(_tokens(question)))
+    said = set(_terms(text))
+    return bool(asked) and len(asked - said) <= 1 and len(asked & said) >= min(2, len(asked))
+
+
 ALTERNATIVE_WINDOW = 2
 """How many content terms on each side of a question's "or" name the alternatives it offers."""
 

@@ -39,6 +39,7 @@ from trishield.answers import (
     own_terms,
     polarity,
     same_answer,
+    speaks_about,
 )
 from trishield.llm.base import Reader, ReaderAnswer
 from trishield.rings.config_types import CONFIG, GateMode, TierTuple, Unit
@@ -64,6 +65,12 @@ class ConsensusConfig:
     max_sources: Annotated[int, Field(ge=2)] = 3
     """A contested question: how many independent sources (heaviest first) are asked for
     their own answer, one call each. Lighter sources join the claim whose answer they state."""
+    polar_readings: Annotated[int, Field(ge=0)] = 3
+    """A yes/no question whose readers' answers no passage states, even after the second
+    reader: how many context passages (most trusted first, outside the low-trust tiers, each
+    holding half of the question's terms) the second reader reads one at a time, one call
+    each; 0 turns the reading by passage off (docs/design.md, "Yes or no, one source at a
+    time")."""
 
 
 @dataclass
@@ -353,6 +360,7 @@ class Consensus:
             convened = (f"the first answer rests on {', '.join(doubted)}, which Ring 1 "
                         "flagged: the panel reads")
         escalated = False
+        readings = 0  # the second reader's rounds on one passage each (not retries)
         why = self._second_reader_needed(result)
         if why is not None:
             second = self.second_reader
@@ -366,6 +374,10 @@ class Consensus:
             else:
                 heard.reason += f" (by the second reader, {second.name}: {why})"
             result = heard
+            if result.refused and result.unstated:
+                before = len(rounds)
+                result = self._read_by_passage(question, rounds, current, evidence, result)
+                readings = len(rounds) - before
         if result.refused and self.config.retry and use_panel and len(passages) > 1:
             if self._one_low_trust_source(passages, evidence):
                 result.reason += (" (not asked again without the least-trusted third: the "
@@ -376,8 +388,91 @@ class Consensus:
                 result = self._settle(question, rounds, current, evidence, members)
                 if result.refused and "after dropping" not in result.reason:
                     result.reason += " (also after dropping the least-trusted third)"
-        return replace(result, retried=len(rounds) > 1 + escalated, escalated=escalated,
-                       convened=convened)
+        return replace(result, retried=len(rounds) > 1 + escalated + readings,
+                       escalated=escalated, convened=convened)
+
+    def _read_by_passage(self, question: str, rounds: list[Round],
+                         passages: Sequence[ContextPassage], evidence: Evidence,
+                         refused: ConsensusResult) -> ConsensusResult:
+        """A yes/no question that the readers answered, on the whole context, with a bare
+        "yes" or "no" each (none declined, none answered otherwise) that no passage states and
+        no sentence decides by its words (:meth:`_decided_by_context`): the passages that
+        speak about the question (:func:`~trishield.answers.speaks_about`), most trusted
+        first, outside the low-trust tiers, up to ``polar_readings``, are read one at a time.
+        When the readers agreed, the second reader reads them, and the answer must be their
+        polarity; when they disagreed (a reading dispute), each of them reads every passage,
+        and a passage counts for a polarity only when all of them read it so. The answer is
+        the polarity read from at least one passage, when no reader read any passage the
+        other way and no passage of the evidence decides the other way by its words; its
+        support is the
+        passages read that way, and it must pass the single-low-trust-source check like any
+        answer (:meth:`_given`). Else ``refused``, with what each passage was read as.
+
+        Why: a bare "yes" or "no" states nothing a passage contains, so the support check
+        refused every one that a passage implies in other words ("The stories are set in a
+        forest in India" for "Does the Jungle Book take place in India?", "rejected" for
+        "accepted"): 3 of the 6 benign refusals on the 100 PoisonedRAG targets, 1 of the 2 on
+        the safety suite (dense). Reading one passage at a time makes the reading
+        attributable (which source says it), so the evidence rules still apply, and a passage
+        that does not hold the answer is declined ("I don't know"). A dispute needs every
+        disputant on one passage and no dissent on any: both readers (Qwen2.5-0.5B and -1.5B)
+        read "Dress codes vary widely among private schools" as "yes, all private schools have
+        uniforms", and only the first one's reading of another passage as "No" kept that
+        wrong "Yes" (the attack's answer, from a clean passage) from being given, on the
+        benign question and in 8 of 9 attack families alike."""
+        second = self.second_reader
+        limit = self.config.polar_readings
+        if second is None or not limit or not asks_yes_or_no(question):
+            return refused
+        cast = [v for r in rounds for v in r.votes if not v.refused]
+        given = {polarity(v.answer) for v in cast}
+        if not cast or None in given:
+            return refused
+        disputed = len(given) > 1
+        if disputed:
+            voters = {v.member for v in cast}
+            readers = [m for m in [*self.panel, second] if m.name in voters]
+        else:
+            readers = [second]
+        about = [p for p in passages if p.tier not in self.config.low_trust_tiers
+                 and speaks_about(p.text, question)][:limit]
+        if not about:
+            return refused
+        read: dict[bool, list[ContextPassage]] = {True: [], False: []}
+        heard: set[bool] = set()  # every polarity any reader read from any passage
+        said = []
+        for passage in about:
+            votes = [Vote.of(reader, reader.answer(question, presented_to(reader, [passage])))
+                     for reader in readers]
+            sides = {None if v.refused else polarity(v.answer) for v in votes}
+            side = next(iter(sides)) if len(sides) == 1 else None
+            heard |= {polar for polar in sides if polar is not None}
+            groups = group_answers(votes, question)
+            rounds.append(Round([passage.id], votes,
+                                [{"answer": g[0].answer, "members": [v.member for v in g],
+                                  "size": len(g)} for g in groups],
+                                len(groups[0]) / len(votes) if groups else 0.0, None))
+            if side is not None:
+                read[side].append(passage)
+            said.append(f"{passage.id} " + ("/".join(
+                "declined" if v.refused else v.answer for v in votes)))
+        who = ", ".join(r.name for r in readers)
+        note = f"; read passage by passage by {who}: {'; '.join(said)}"
+        sides_read = [side for side in (True, False) if read[side]]
+        if len(sides_read) != 1 or heard != set(sides_read) or (
+                not disputed and sides_read != list(given)):
+            return replace(refused, reason=refused.reason + note)
+        answer = "Yes" if sides_read[0] else "No"
+        other = "No" if sides_read[0] else "Yes"
+        if any(decides(other, item.text, question) for item in evidence.items):
+            return replace(refused, reason=refused.reason + note + f" (a passage's words "
+                           f"decide '{other}')")
+        rounds[-1].winner = answer
+        sources = ", ".join(p.id for p in read[sides_read[0]])
+        return self._given(answer, read[sides_read[0]], rounds,
+                           f"read passage by passage: '{answer}' by {sources} ({who}), and "
+                           "no passage read the other way; the readers' answers on the whole "
+                           "context are in no passage", evidence=evidence)
 
     def _one_low_trust_source(self, passages: Sequence[ContextPassage],
                               evidence: Evidence) -> bool:
