@@ -394,85 +394,65 @@ class Consensus:
     def _read_by_passage(self, question: str, rounds: list[Round],
                          passages: Sequence[ContextPassage], evidence: Evidence,
                          refused: ConsensusResult) -> ConsensusResult:
-        """A yes/no question that the readers answered, on the whole context, with a bare
-        "yes" or "no" each (none declined, none answered otherwise) that no passage states and
-        no sentence decides by its words (:meth:`_decided_by_context`): the passages that
-        speak about the question (:func:`~trishield.answers.speaks_about`), most trusted
-        first, outside the low-trust tiers, up to ``polar_readings``, are read one at a time.
-        When the readers agreed, the second reader reads them, and the answer must be their
-        polarity; when they disagreed (a reading dispute), each of them reads every passage,
-        and a passage counts for a polarity only when all of them read it so. The answer is
-        the polarity read from at least one passage, when no reader read any passage the
-        other way and no passage of the evidence decides the other way by its words; its
-        support is the
-        passages read that way, and it must pass the single-low-trust-source check like any
-        answer (:meth:`_given`). Else ``refused``, with what each passage was read as.
+        """A yes/no question that every reader answered, on the whole context, with the same
+        bare "yes" or "no" (none declined, none answered otherwise, none the other way), that
+        no passage states and no sentence decides by its words (:meth:`_decided_by_context`):
+        the second reader reads the passages that speak about the question
+        (:func:`~trishield.answers.speaks_about`), most trusted first, outside the low-trust
+        tiers, up to ``polar_readings``, one at a time. The readers' polarity is the answer
+        when at least one passage is read that way and none the other way, and no passage of
+        the evidence decides the other way by its words; its support is the passages read that
+        way, and it must pass the single-low-trust-source check like any answer
+        (:meth:`_given`). Else ``refused``, with what each passage was read as.
 
         Why: a bare "yes" or "no" states nothing a passage contains, so the support check
         refused every one that a passage implies in other words ("The stories are set in a
-        forest in India" for "Does the Jungle Book take place in India?", "rejected" for
-        "accepted"): 3 of the 6 benign refusals on the 100 PoisonedRAG targets, 1 of the 2 on
-        the safety suite (dense). Reading one passage at a time makes the reading
-        attributable (which source says it), so the evidence rules still apply, and a passage
-        that does not hold the answer is declined ("I don't know"). A dispute needs every
-        disputant on one passage and no dissent on any: both readers (Qwen2.5-0.5B and -1.5B)
-        read "Dress codes vary widely among private schools" as "yes, all private schools have
-        uniforms", and only the first one's reading of another passage as "No" kept that
-        wrong "Yes" (the attack's answer, from a clean passage) from being given, on the
-        benign question and in 8 of 9 attack families alike."""
+        forest in India" for "Does the Jungle Book take place in India?"). Reading one passage
+        at a time makes the reading attributable (which source says it), so the evidence
+        rules still apply, and a passage that does not hold the answer is declined ("I don't
+        know"). Readers that disagree are left refused: both local readers lean to "yes" on a
+        passage read alone, and letting them settle a dispute passage by passage gave wrong
+        answers where the refusal had been right (the safety suite's "Was the proposal ...
+        accepted?", read "Yes" from the minutes' paragraph about the proposal, by both;
+        docs/design.md, "Yes or no, one passage at a time")."""
         second = self.second_reader
         limit = self.config.polar_readings
         if second is None or not limit or not asks_yes_or_no(question):
             return refused
-        cast = [v for r in rounds for v in r.votes if not v.refused]
-        given = {polarity(v.answer) for v in cast}
-        if not cast or None in given:
+        given = {polarity(v.answer) for r in rounds for v in r.votes if not v.refused}
+        if len(given) != 1 or None in given:
             return refused
-        disputed = len(given) > 1
-        if disputed:
-            voters = {v.member for v in cast}
-            readers = [m for m in [*self.panel, second] if m.name in voters]
-        else:
-            readers = [second]
         about = [p for p in passages if p.tier not in self.config.low_trust_tiers
                  and speaks_about(p.text, question)][:limit]
         if not about:
             return refused
         read: dict[bool, list[ContextPassage]] = {True: [], False: []}
-        heard: set[bool] = set()  # every polarity any reader read from any passage
         said = []
         for passage in about:
-            votes = [Vote.of(reader, reader.answer(question, presented_to(reader, [passage])))
-                     for reader in readers]
-            sides = {None if v.refused else polarity(v.answer) for v in votes}
-            side = next(iter(sides)) if len(sides) == 1 else None
-            heard |= {polar for polar in sides if polar is not None}
-            groups = group_answers(votes, question)
-            rounds.append(Round([passage.id], votes,
-                                [{"answer": g[0].answer, "members": [v.member for v in g],
-                                  "size": len(g)} for g in groups],
-                                len(groups[0]) / len(votes) if groups else 0.0, None))
+            vote = Vote.of(second, second.answer(question, presented_to(second, [passage])))
+            side = None if vote.refused else polarity(vote.answer)
+            heard = [] if vote.refused else [{"answer": vote.answer, "members": [vote.member],
+                                              "size": 1}]
+            rounds.append(Round([passage.id], [vote], heard, float(bool(heard)), None))
             if side is not None:
                 read[side].append(passage)
-            said.append(f"{passage.id} " + ("/".join(
-                "declined" if v.refused else v.answer for v in votes)))
-        who = ", ".join(r.name for r in readers)
-        note = f"; read passage by passage by {who}: {'; '.join(said)}"
-        sides_read = [side for side in (True, False) if read[side]]
-        if len(sides_read) != 1 or heard != set(sides_read) or (
-                not disputed and sides_read != list(given)):
+            said.append(f"{passage.id} {'declined' if vote.refused else vote.answer}")
+        note = f"; read passage by passage by {second.name}: {'; '.join(said)}"
+        sides = [side for side in (True, False) if read[side]]
+        if sides != list(given):
             return replace(refused, reason=refused.reason + note)
-        answer = "Yes" if sides_read[0] else "No"
-        other = "No" if sides_read[0] else "Yes"
+        answer = "Yes" if sides[0] else "No"
+        other = "No" if sides[0] else "Yes"
         if any(decides(other, item.text, question) for item in evidence.items):
             return replace(refused, reason=refused.reason + note + f" (a passage's words "
                            f"decide '{other}')")
         rounds[-1].winner = answer
-        sources = ", ".join(p.id for p in read[sides_read[0]])
-        return self._given(answer, read[sides_read[0]], rounds,
-                           f"read passage by passage: '{answer}' by {sources} ({who}), and "
-                           "no passage read the other way; the readers' answers on the whole "
-                           "context are in no passage", evidence=evidence)
+        sources = ", ".join(p.id for p in read[sides[0]])
+        return self._given(answer, read[sides[0]], rounds,
+                           f"read passage by passage: '{answer}' by {sources} "
+                           f"({second.name}), and no passage read the other way; the "
+                           "readers' answers on the whole context are in no passage",
+                           evidence=evidence)
 
     def _one_low_trust_source(self, passages: Sequence[ContextPassage],
                               evidence: Evidence) -> bool:
