@@ -15,7 +15,9 @@ A *second reader* (optional; a stronger model than the panel's first member) is 
 when a round leaves no stated claim (the first model's answer is in no passage, or every
 member declined) or the panel read one source two ways without a majority (a reading dispute
 the evidence cannot settle). Its answer must pass the same evidence check, so it can recover
-a misread answer but never brings in an answer the context does not state.
+a misread answer but never brings in an answer the context does not state. A yes/no question
+whose readers agree on a "yes" or "no" that no passage states is read one passage at a time by
+the second reader, so that the answer rests on the passages read that way.
 """
 
 from __future__ import annotations
@@ -66,11 +68,11 @@ class ConsensusConfig:
     """A contested question: how many independent sources (heaviest first) are asked for
     their own answer, one call each. Lighter sources join the claim whose answer they state."""
     polar_readings: Annotated[int, Field(ge=0)] = 3
-    """A yes/no question whose readers' answers no passage states, even after the second
-    reader: how many context passages (most trusted first, outside the low-trust tiers, each
-    holding half of the question's terms) the second reader reads one at a time, one call
-    each; 0 turns the reading by passage off (docs/design.md, "Yes or no, one source at a
-    time")."""
+    """A yes/no question whose readers agree on a bare yes or no that no passage states, even
+    after the second reader: how many context passages (most trusted first, outside the
+    low-trust tiers, each holding every term of the question but one) the second reader reads
+    one at a time, one call each; 0 turns the reading by passage off (docs/design.md, "Yes or
+    no, one passage at a time")."""
 
 
 @dataclass
