@@ -304,6 +304,15 @@ def lone_low_trust_source(support: Sequence[ContextPassage], evidence: Evidence 
         ", ".join(documents)
 
 
+def decided_other_way(answer: str, question: str, evidence: Evidence) -> str | None:
+    """The opposite of a bare ``answer`` ("Yes"/"No") when a passage of ``evidence`` (the
+    whole pool) decides it by its words (:func:`~trishield.answers.decides`), else None: an
+    answer the context gave without a reader stating it must not stand against such a
+    sentence (Ring 3 leaves that conflict refused)."""
+    other = "No" if answer == "Yes" else "Yes"
+    return other if any(decides(other, item.text, question) for item in evidence.items) else None
+
+
 class Consensus:
     """The panel's rounds, settled on the evidence; ``second_reader`` (optional) is asked only
     when a round leaves no stated claim (see the module docstring)."""
@@ -431,11 +440,9 @@ class Consensus:
         read: dict[bool, list[ContextPassage]] = {True: [], False: []}
         said = []
         for passage in about:
-            vote = Vote.of(second, second.answer(question, presented_to(second, [passage])))
+            rounds.append(self._round(question, [passage], [second]))
+            vote = rounds[-1].votes[0]
             side = None if vote.refused else polarity(vote.answer)
-            heard = [] if vote.refused else [{"answer": vote.answer, "members": [vote.member],
-                                              "size": 1}]
-            rounds.append(Round([passage.id], [vote], heard, float(bool(heard)), None))
             if side is not None:
                 read[side].append(passage)
             said.append(f"{passage.id} {'declined' if vote.refused else vote.answer}")
@@ -444,8 +451,7 @@ class Consensus:
         if sides != list(given):
             return replace(refused, reason=refused.reason + note)
         answer = "Yes" if sides[0] else "No"
-        other = "No" if sides[0] else "Yes"
-        if any(decides(other, item.text, question) for item in evidence.items):
+        if (other := decided_other_way(answer, question, evidence)) is not None:
             return replace(refused, reason=refused.reason + note + f" (a passage's words "
                            f"decide '{other}')")
         rounds[-1].winner = answer
@@ -544,8 +550,7 @@ class Consensus:
         if len(stated) != 1:
             return None
         answer = stated[0]
-        other = "No" if answer == "Yes" else "Yes"
-        if any(decides(other, item.text, question) for item in evidence.items):
+        if decided_other_way(answer, question, evidence) is not None:
             return None
         rounds[-1].winner = answer
         sources = ", ".join(p.id for p in decided[answer])
