@@ -370,8 +370,7 @@ class Consensus:
             result = self._settle(question, rounds, current, evidence, members)
             convened = (f"the first answer rests on {', '.join(doubted)}, which Ring 1 "
                         "flagged: the panel reads")
-        escalated = False
-        readings = 0  # the second reader's rounds on one passage each (not retries)
+        escalated = retried = False
         why = self._second_reader_needed(result)
         if why is not None:
             second = self.second_reader
@@ -386,9 +385,7 @@ class Consensus:
                 heard.reason += f" (by the second reader, {second.name}: {why})"
             result = heard
             if result.refused and result.unstated:
-                before = len(rounds)
                 result = self._read_by_passage(question, rounds, current, evidence, result)
-                readings = len(rounds) - before
         if result.refused and self.config.retry and use_panel and len(passages) > 1:
             if self._one_low_trust_source(passages, evidence):
                 result.reason += (" (not asked again without the least-trusted third: the "
@@ -396,11 +393,11 @@ class Consensus:
             else:
                 current = drop_least_trusted(passages, self.config.drop_fraction)
                 rounds.append(self._round(question, current, members))
+                retried = True
                 result = self._settle(question, rounds, current, evidence, members)
                 if result.refused and "after dropping" not in result.reason:
                     result.reason += " (also after dropping the least-trusted third)"
-        return replace(result, retried=len(rounds) > 1 + escalated + readings,
-                       escalated=escalated, convened=convened)
+        return replace(result, retried=retried, escalated=escalated, convened=convened)
 
     def _read_by_passage(self, question: str, rounds: list[Round],
                          passages: Sequence[ContextPassage], evidence: Evidence,
