@@ -12,7 +12,11 @@ embedding and the commit excluded), per KB size and number of writers, three way
 * *warm, new writers*: one handle's cache, each write by a writer the KB has not seen, stored
   before the next (a new writer moves every writer's share of the sample now and then);
 * *warm, returning writers*: one handle's cache, writes by the KB's writers in turn (the
-  steady state of a service).
+  steady state of a service);
+* *one-off processes, lists saved*: each write a new handle's, by the KB's writers in turn,
+  starting from the neighbour lists the previous one saved when it closed
+  (``kb/neighbour_cache_file.py``; loading the file is timed, saving it is reported apart);
+  the first of them finds no file, as a first process does.
 
 The KBs are *synthetic*: clustered, L2-normalised 384-d vectors and generated text written
 through the store's real write path (``benchmarks/scale.py``'s generator), one-chunk documents
@@ -41,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import DATA, SEED, Synthetic, percentiles, set_kind
-from trishield.kb import Document, KnowledgeBase
+from trishield.kb import Document, KnowledgeBase, neighbour_cache_file
 from trishield.kb.chunking import chunk_document
 from trishield.kb.indexes import DENSE_KINDS
 from trishield.kb.neighbour_cache import NeighbourCache
@@ -109,10 +113,35 @@ def measure(kb: KnowledgeBase, synthetic: Synthetic, writers: int, repeats: int,
                               base + 1000 * len(figures) + n, cache, store=True)
                    for n in range(repeats + 1)]
         figures[name] = {"first_ms": round(seconds[0] * 1000, 3)} | percentiles(seconds[1:])
+    figures["one_off_saved"] = one_off_processes(kb, guard, synthetic, writers, repeats,
+                                                 base + 1000 * len(figures))
     _, dense, _ = kb._refresh_indexes(persist=False)
     reference = StoredNeighbourhood(kb.store, dense, kb.dimension, "new").reference()
     return figures | {"reference_documents": len(reference.writers),
                       "reference_writers": len(set(reference.writers))}
+
+
+def one_off_processes(kb: KnowledgeBase, guard: IngestGuard, synthetic: Synthetic,
+                      writers: int, repeats: int, base: int) -> dict[str, object]:
+    """Screens of returning writers, each from the lists the previous screen's handle saved
+    on closing (the first finds none): seconds to load the file plus the screen's."""
+    path = kb.directory / neighbour_cache_file.FILE
+    identity = kb._neighbour_identity()
+    path.unlink(missing_ok=True)
+    seconds, saves = [], []
+    for n in range(repeats + 1):
+        started = time.perf_counter()
+        cache = neighbour_cache_file.load(path, identity, kb.dimension) or NeighbourCache()
+        loaded = time.perf_counter() - started
+        seconds.append(loaded + screen_one(kb, guard, synthetic, f"w{n % writers}", base + n,
+                                           cache, store=True))
+        started = time.perf_counter()
+        neighbour_cache_file.save(cache, path, identity)
+        saves.append(time.perf_counter() - started)
+    size = path.stat().st_size
+    path.unlink()
+    return {"first_ms": round(seconds[0] * 1000, 3)} | percentiles(seconds[1:]) | {
+        "save_p50_ms": percentiles(saves)["p50_ms"], "file_mb": round(size / 1e6, 2)}
 
 
 def main() -> None:
@@ -148,7 +177,8 @@ def main() -> None:
             for writers in args.writers:
                 ratios = {scenario: results[kind, large, writers][scenario]["p50_ms"] /  # type: ignore[index]
                           max(results[kind, small, writers][scenario]["p50_ms"], 1e-3)  # type: ignore[index]
-                          for scenario in ("cold", "new_writers", "returning_writers")}
+                          for scenario in ("cold", "new_writers", "returning_writers",
+                                           "one_off_saved")}
                 print(f"{kind} {large} / {small} chunks, {writers} writers, p50 ratio: "
                       + ", ".join(f"{scenario} {ratio:.2f}x"
                                   for scenario, ratio in ratios.items()), flush=True)
@@ -156,11 +186,14 @@ def main() -> None:
 
 def report(kind: str, rows: int, writers: int, figures: dict[str, object]) -> None:
     new, returning = figures["new_writers"], figures["returning_writers"]
+    saved = figures["one_off_saved"]
     print(f"{kind:<5} {rows:>7} chunks {writers:>5} writers: Ring 1 screen p50/p95 cold "
           f"{figures['cold']['p50_ms']}/{figures['cold']['p95_ms']} ms; warm, new "  # type: ignore[index]
           f"writers {new['p50_ms']}/{new['p95_ms']} ms (first {new['first_ms']}); "  # type: ignore[index]
           f"warm, returning writers {returning['p50_ms']}/{returning['p95_ms']} ms "  # type: ignore[index]
-          f"(first {returning['first_ms']}) ({figures['reference_documents']} "  # type: ignore[index]
+          f"(first {returning['first_ms']}); one-off processes, lists saved "
+          f"{saved['p50_ms']}/{saved['p95_ms']} ms (first {saved['first_ms']}, save p50 "  # type: ignore[index]
+          f"{saved['save_p50_ms']} ms, {saved['file_mb']} MB) ({figures['reference_documents']} "  # type: ignore[index]
           f"reference documents by {figures['reference_writers']} writers)", flush=True)
 
 

@@ -94,6 +94,9 @@ class NeighbourCache:
         self.entries: dict[int, CachedNeighbours] = {}
         self.adopted = 0
         """Lists taken from screened batches so far (:meth:`adopt`)."""
+        self.revision = 0
+        """Counts the changes to :attr:`entries`, so that a handle saves the cache
+        (:mod:`trishield.kb.neighbour_cache_file`) only when it holds something new."""
 
     @staticmethod
     def usable(dense: DenseIndex) -> bool:
@@ -105,7 +108,9 @@ class NeighbourCache:
         where = store.index_position()
         if self.k != k or self.position is None or where.pruned > self.position or \
                 where.current < self.position or where.current - self.position > CATCH_UP_MAX:
-            self.entries.clear()
+            if self.entries:
+                self.entries.clear()
+                self.revision += 1
             self.position, self.k = where.current, k
             return
         if where.current == self.position:
@@ -113,9 +118,16 @@ class NeighbourCache:
         delta = store.index_delta(self.position, where.current, dimension)
         if len(delta.removed) and self.entries:
             self._drop_removed(delta.removed)
+            self.revision += 1
         if len(delta.added_ids) and self.entries:
             self._merge_added(store, delta.added_ids, delta.vectors)
+            self.revision += 1
         self.position = where.current
+
+    def put(self, doc_pk: int, entry: CachedNeighbours) -> None:
+        """Keep ``entry`` as the list of document ``doc_pk`` (searched at :attr:`position`)."""
+        self.entries[doc_pk] = entry
+        self.revision += 1
 
     def _drop_removed(self, gone: np.ndarray) -> None:
         """Drop the lists that held a removed chunk and the entries of documents that lost
@@ -181,6 +193,7 @@ class NeighbourCache:
                 depth)
             taken += 1
         self.adopted += taken
+        self.revision += taken
         return taken
 
     def trim(self, keep: set[int]) -> None:
@@ -188,3 +201,4 @@ class NeighbourCache:
         excess = len(self.entries) - self.capacity
         for doc_pk in [pk for pk in self.entries if pk not in keep][:max(excess, 0)]:
             del self.entries[doc_pk]
+            self.revision += 1

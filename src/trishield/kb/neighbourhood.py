@@ -249,9 +249,9 @@ class StoredNeighbourhood:
         lists = self._nearest_by_others(rows, depth, None)
         for row, doc_pk in zip(rows, doc_pks, strict=True):
             row_ids, row_scores = lists[row]
-            cache.entries[doc_pk] = CachedNeighbours(
+            cache.put(doc_pk, CachedNeighbours(
                 sample.writers[row], sample.vectors[row].copy(), own_chunks[doc_pk],
-                row_ids.copy(), row_scores.astype(np.float32), depth)
+                row_ids.copy(), row_scores.astype(np.float32), depth))
 
     def _nearest_by_others(self, rows: list[int], depth: int, excluding: np.ndarray | None
                            ) -> dict[int, tuple[np.ndarray, np.ndarray]]:

@@ -1,0 +1,207 @@
+"""Ring 1's neighbour lists saved when a KB handle closes (``kb/neighbour_cache_file.py``): the
+next handle screens from them without searching its reference sample, with exactly the scores a
+fresh search gives, through writes made in between; a file that cannot be used is ignored."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trishield.kb.neighbour_cache_file as neighbour_cache_file
+from test_kb_neighbourhood import ROUNDING, _many_writers_kb, _unit, _write
+from trishield.kb import Document, KnowledgeBase
+from trishield.kb.chunking import chunk_document
+from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.rings.ingest_guard import IngestGuard
+from trishield.rings.outlier import stored_outlier_scores
+
+WRITERS = {f"w{n:02d}": 1 + n % 3 for n in range(30)} | {"archive": 12}
+NEW = _unit(np.random.default_rng(7), 2)
+
+
+def _screen(kb: KnowledgeBase, writer: str = "newcomer") -> list[dict[str, object]]:
+    """Ring 1's screen of two new documents (given embeddings), as an ingest runs it."""
+    documents = [Document(id=f"new-{n}", text=f"A new note {n} about the same things.")
+                 for n in range(len(NEW))]
+    chunks = [chunk_document(d, kb.settings.chunking) for d in documents]
+    verdicts, _ = kb._screen(IngestGuard(), documents, chunks, NEW, ["neutral"] * len(NEW),
+                             writer)
+    return [verdict.as_dict() for verdict in verdicts]
+
+
+def _fresh_scores(kb: KnowledgeBase, writer: str = "newcomer") -> np.ndarray:
+    """``S_out`` of the new documents from a search of the whole sample, no cache."""
+    _, dense, _ = kb._refresh_indexes(persist=False)
+    found = stored_outlier_scores(NEW, StoredNeighbourhood(kb.store, dense, kb.dimension,
+                                                           writer))
+    assert found.scores is not None
+    return found.scores
+
+
+def _cached_scores(kb: KnowledgeBase, writer: str = "newcomer") -> np.ndarray:
+    _, dense, _ = kb._refresh_indexes(persist=False)
+    found = stored_outlier_scores(NEW, StoredNeighbourhood(kb.store, dense, kb.dimension,
+                                                           writer, cache=kb._neighbour_cache))
+    assert found.scores is not None
+    return found.scores
+
+
+def _count_searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many reference documents each screen searched to fill the cache."""
+    searched: list[int] = []
+    original = StoredNeighbourhood._cache_documents
+
+    def counted(self: StoredNeighbourhood, cache: object, rows: list[int], depth: int) -> None:
+        searched.append(len(rows))
+        original(self, cache, rows, depth)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StoredNeighbourhood, "_cache_documents", counted)
+    return searched
+
+
+def test_a_closed_handles_lists_serve_the_next_handle_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _many_writers_kb(tmp_path / "kb", WRITERS, secluded=frozenset({"archive"}))
+    searched = _count_searches(monkeypatch)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        first = _screen(kb)
+        assert searched == [sum(WRITERS.values())]  # cold: the whole sample
+        saved_entries = len(kb._neighbour_cache.entries)
+    path = tmp_path / "kb" / neighbour_cache_file.FILE
+    assert path.is_file() and not list((tmp_path / "kb").glob(".*.tmp"))
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        assert _screen(kb) == first
+        assert searched == [sum(WRITERS.values())], "the second handle searched nothing"
+        assert len(kb._neighbour_cache.entries) == saved_entries
+        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
+                                   atol=ROUNDING)
+    # writes by another handle between two screens: the saved lists are caught up from the
+    # change log, and only the new documents are searched
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _write(kb, "w03", 3, seed=1)
+        _write(kb, "fresh", 4, seed=2)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+        assert searched[-1] == 7
+        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
+                                   atol=ROUNDING)
+    # a deletion drops the lists that held its chunks (searched again when next needed)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        kb.delete_many(["w05-0", "archive-3"], by="admin")
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
+                                   atol=ROUNDING)
+
+
+def test_an_unchanged_cache_is_not_written_again(tmp_path: Path) -> None:
+    _many_writers_kb(tmp_path / "kb", WRITERS)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+    path = tmp_path / "kb" / neighbour_cache_file.FILE
+    before = os.stat(path)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)  # nothing written since: the same lists at the same position
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        pass  # never screened: never looked at the file
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def _other_kb_file(tmp_path: Path) -> bytes:
+    _many_writers_kb(tmp_path / "other", WRITERS)
+    with KnowledgeBase.open(tmp_path / "other") as kb:
+        _screen(kb)
+    return (tmp_path / "other" / neighbour_cache_file.FILE).read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "another kb", "old format",
+                                    "unsorted list"])
+def test_a_saved_file_that_cannot_be_used_is_ignored(
+        tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    _many_writers_kb(tmp_path / "kb", WRITERS)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        expected = _screen(kb)
+    path = tmp_path / "kb" / neighbour_cache_file.FILE
+    good = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(b"not a saved cache at all")
+    elif damage == "truncated":
+        path.write_bytes(good[:len(good) // 2])
+    elif damage == "another kb":
+        path.write_bytes(_other_kb_file(tmp_path))
+    else:
+        with KnowledgeBase.open(tmp_path / "kb") as kb:
+            cache = neighbour_cache_file.load(path, kb._neighbour_identity(), kb.dimension)
+            assert cache is not None
+            if damage == "old format":
+                monkeypatch.setattr(neighbour_cache_file, "FORMAT", 0)
+            else:
+                entry = next(e for e in cache.entries.values() if len(e.scores) > 1)
+                entry.scores = entry.scores[::-1].copy()
+            neighbour_cache_file.save(cache, path, kb._neighbour_identity())
+            monkeypatch.undo()
+    searched = _count_searches(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="trishield.kb"), \
+            KnowledgeBase.open(tmp_path / "kb") as kb:
+        assert _screen(kb) == expected
+        assert searched == [sum(WRITERS.values())], "searched afresh"
+    assert "are not used" in caplog.text
+    with KnowledgeBase.open(tmp_path / "kb") as kb:  # the next close wrote a good one
+        assert neighbour_cache_file.load(path, kb._neighbour_identity(),
+                                         kb.dimension) is not None
+
+
+def test_a_file_the_change_log_no_longer_reaches_starts_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _many_writers_kb(tmp_path / "kb", WRITERS)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _write(kb, "w02", 2, seed=3)
+        kb.store.prune_index_log(kb.store.index_position().current)
+    searched = _count_searches(monkeypatch)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+        assert searched == [sum(WRITERS.values()) + 2]
+        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
+                                   atol=ROUNDING)
+
+
+def test_a_save_that_fails_leaves_nothing_and_does_not_fail_the_close(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    _many_writers_kb(tmp_path / "kb", WRITERS)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(neighbour_cache_file.np, "savez", full_disk)
+    with caplog.at_level(logging.WARNING, logger="trishield.kb"), \
+            KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+    assert "were not saved (No space left on device)" in caplog.text
+    assert sorted(p.name for p in (tmp_path / "kb").iterdir()
+                  if "neighbours" in p.name) == []
+
+
+def test_a_copied_kb_keeps_its_lists_and_a_new_kb_ignores_them(tmp_path: Path) -> None:
+    """The file belongs to the KB it was saved by (its creation time and embedding model),
+    so a copy of the whole directory uses it and another KB given the file does not."""
+    _many_writers_kb(tmp_path / "kb", WRITERS)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+        identity = kb._neighbour_identity()
+    shutil.copytree(tmp_path / "kb", tmp_path / "copy")
+    with KnowledgeBase.open(tmp_path / "copy") as kb:
+        assert kb._neighbour_identity() == identity
+    path = tmp_path / "copy" / neighbour_cache_file.FILE
+    assert neighbour_cache_file.load(path, identity, 384) is not None
+    assert neighbour_cache_file.load(path, identity | {"created_at": "0"}, 384) is None
+    assert neighbour_cache_file.load(path, identity, 768) is None
