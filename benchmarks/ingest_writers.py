@@ -136,7 +136,7 @@ def one_off_processes(kb: KnowledgeBase, guard: IngestGuard, synthetic: Syntheti
         seconds.append(loaded + screen_one(kb, guard, synthetic, f"w{n % writers}", base + n,
                                            cache, store=True))
         started = time.perf_counter()
-        neighbour_cache_file.save(cache, path, identity)
+        neighbour_cache_file.save(cache, path, identity, kb.dimension)
         saves.append(time.perf_counter() - started)
     size = path.stat().st_size
     path.unlink()

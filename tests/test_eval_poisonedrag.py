@@ -693,6 +693,23 @@ def test_quick_benchmark_is_complete_consistent_and_reproducible(tmp_path: Path)
     assert (tmp_path / "a" / "report.json").read_bytes() == (
         tmp_path / "c" / "report.json").read_bytes()
 
+    # a checkpoint carried elsewhere (--checkpoint) resumes the same way; one of another
+    # configuration is refused, with nothing written
+    (records,) = work.glob("records-*.jsonl")
+    carried = tmp_path / "carried" / "answers.jsonl"
+    carried.parent.mkdir()
+    carried.write_bytes(records.read_bytes())
+    fourth = _run(tmp_path / "d", work, "--checkpoint", str(carried))
+    assert fourth.returncode == 0, fourth.stderr[-3000:]
+    assert json.loads((tmp_path / "d" / "timing.json").read_text())[
+        "answers_computed_this_run"] == 0
+    assert (tmp_path / "a" / "report.json").read_bytes() == (
+        tmp_path / "d" / "report.json").read_bytes()
+    assert carried.read_bytes() == records.read_bytes()
+    other = _run(tmp_path / "e", work, "--checkpoint", str(carried), "--seed", "1")
+    assert other.returncode != 0 and "belongs to another configuration" in other.stderr
+    assert not (tmp_path / "e").exists()
+
 
 def test_cli_refuses_an_unknown_defense(tmp_path: Path) -> None:
     result = subprocess.run(

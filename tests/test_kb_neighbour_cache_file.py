@@ -1,6 +1,7 @@
-"""Ring 1's neighbour lists saved when a KB handle closes (``kb/neighbour_cache_file.py``): the
-next handle screens from them without searching its reference sample, with exactly the scores a
-fresh search gives, through writes made in between; a file that cannot be used is ignored."""
+"""Ring 1's neighbour lists and reference draws saved when a KB handle closes
+(``kb/neighbour_cache_file.py``): the next handle screens from them without drawing or
+searching its reference sample, with exactly the scores a fresh search gives, through writes
+made in between; a file that cannot be used is ignored."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ def test_a_closed_handles_lists_serve_the_next_handle_exactly(
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         assert _screen(kb) == first
         assert searched == [sum(WRITERS.values())], "the second handle searched nothing"
+        assert kb._neighbour_cache.draws.redrawn == 0, "nor drew its sample again"
         assert len(kb._neighbour_cache.entries) == saved_entries
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
@@ -87,7 +89,7 @@ def test_a_closed_handles_lists_serve_the_next_handle_exactly(
         _write(kb, "fresh", 4, seed=2)
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         _screen(kb)
-        assert searched[-1] == 7
+        assert searched[-1] == 7 and kb._neighbour_cache.draws.redrawn == 2
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
     # a deletion drops the lists that held its chunks (searched again when next needed)
@@ -121,7 +123,7 @@ def _other_kb_file(tmp_path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another kb", "old format",
-                                    "unsorted list"])
+                                    "unsorted list", "draw without a vector"])
 def test_a_saved_file_that_cannot_be_used_is_ignored(
         tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -142,10 +144,13 @@ def test_a_saved_file_that_cannot_be_used_is_ignored(
             assert cache is not None
             if damage == "old format":
                 monkeypatch.setattr(neighbour_cache_file, "FORMAT", 0)
+            elif damage == "draw without a vector":
+                draw = next(iter(cache.draws.draws.values()))
+                draw.vectors = draw.vectors[:-1]
             else:
                 entry = next(e for e in cache.entries.values() if len(e.scores) > 1)
                 entry.scores = entry.scores[::-1].copy()
-            neighbour_cache_file.save(cache, path, kb._neighbour_identity())
+            neighbour_cache_file.save(cache, path, kb._neighbour_identity(), kb.dimension)
             monkeypatch.undo()
     searched = _count_searches(monkeypatch)
     with caplog.at_level(logging.WARNING, logger="trishield.kb"), \

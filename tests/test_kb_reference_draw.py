@@ -161,3 +161,29 @@ def test_a_share_that_shrinks_reads_no_document(tmp_path: Path,
         drawn = draws.draw(kb.store, kb.dimension, excluding="x")
         assert draws.read_every == 7
         assert (drawn.pks, list(drawn.writers)) == _fresh_draw(kb, "x")
+
+
+def test_document_vectors_are_each_documents_own_mean_bit_for_bit(tmp_path: Path) -> None:
+    """Documents of one to a dozen chunks, averaged by chunk count together: every vector is the
+    normalised mean of its own chunks as computed one document at a time (the same bits, so
+    a screen's verdicts cannot move), in the order asked, zero for an unknown row id."""
+    rng = np.random.default_rng(4)
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        documents = [Document(id=f"d{n}", text=" ".join(["word"] * (40 + 190 * (n % 9))))
+                     for n in range(40)]
+        chunks = [chunk_document(d, kb.settings.chunking) for d in documents]
+        assert len({len(c) for c in chunks}) >= 6 and min(map(len, chunks)) == 1
+        vectors = rng.standard_normal((sum(map(len, chunks)), kb.dimension)).astype(np.float32)
+        with kb.store.transaction() as connection:
+            kb.store.write_batch(connection, documents=documents, chunks=chunks,
+                                 embeddings=vectors, tier="neutral", writer="w", source="t")
+        doc_pks = [pk for (pk,) in kb.store.connection.execute(
+            "SELECT pk FROM documents ORDER BY pk DESC")] + [10_000]
+        got = kb.store.document_vectors(doc_pks, kb.dimension)
+        for row, doc_pk in enumerate(doc_pks[:-1]):
+            blobs = [blob for (blob,) in kb.store.connection.execute(
+                "SELECT embedding FROM chunks WHERE doc_pk = ? ORDER BY chunk_index", (doc_pk,))]
+            mean = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
+                len(blobs), kb.dimension).mean(axis=0)
+            assert np.array_equal(got[row], mean / np.linalg.norm(mean)), doc_pk
+        assert not got[-1].any()

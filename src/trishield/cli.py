@@ -324,6 +324,9 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path(".trishield/eval/poisonedrag"), show_default=True,
               help="Where the KBs and the resumable answer checkpoint live.")
+@click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path),
+              help="The answer checkpoint to resume and append to (default: one per "
+                   "configuration in the work dir): carry it to another machine to go on.")
 @click.option("--defense", "defenses", multiple=True, metavar="NAME",
               help="Repeatable; default every defense (see the README's list).")
 @click.option("--panel", "panel_option", help="Comma-separated panel members.")
@@ -334,10 +337,10 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
 @click.option("--report-only", is_flag=True,
               help="Write the report from the answers checkpointed so far; ask nothing.")
 @json_option
-def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: tuple[str, ...],
-                     panel_option: str | None, second_reader_option: str | None, seed: int,
-                     quick: bool, report_only: bool,
-                     json_output: bool) -> None:
+def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint: Path | None,
+                     defenses: tuple[str, ...], panel_option: str | None,
+                     second_reader_option: str | None, seed: int, quick: bool,
+                     report_only: bool, json_output: bool) -> None:
     """PoisonedRAG-NQ on a Wikipedia KB: attack families x defenses, baselines and peers."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -362,7 +365,8 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, defenses: t
             bar.update(task, completed=done, total=total, description=escape(label))
 
         options = PoisonedRAGOptions(
-            out=out_dir, kb_profile=kb_profile, work_dir=work_dir, defenses=chosen,
+            out=out_dir, kb_profile=kb_profile, work_dir=work_dir, checkpoint=checkpoint,
+            defenses=chosen,
             panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
             second_reader=second, seed=seed, quick=quick, report_only=report_only,
             progress=progress,

@@ -378,7 +378,7 @@ class KnowledgeBase:
             return
         try:
             neighbour_cache_file.save(cache, self.directory / neighbour_cache_file.FILE,
-                                      self._neighbour_identity())
+                                      self._neighbour_identity(), self.dimension)
         except OSError as error:
             log.warning("Ring 1's neighbour lists were not saved (%s); the next process "
                         "searches its reference sample afresh", error.strerror or error)

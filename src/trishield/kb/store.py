@@ -340,12 +340,20 @@ class Store:
                     f"SELECT doc_pk, embedding FROM chunks WHERE doc_pk IN ({marks}) "
                     "ORDER BY doc_pk, chunk_index", part):
                 grouped.setdefault(doc_pk, []).append(blob)
-        vectors = np.zeros((len(doc_pks), dimension), dtype=np.float32)
+        # documents of the same number of chunks are averaged together (a one-off process
+        # draws a sample of 2,000: a mean per document was most of its screen); averaging
+        # along the chunk axis adds the same float32 rows in the same order as one
+        # document's mean, so the vectors are the same bits (tests/test_kb_reference_draw.py)
+        by_count: dict[int, list[int]] = {}
         for row, doc_pk in enumerate(doc_pks):
-            blobs = grouped.get(doc_pk, [])
-            if blobs:
-                mean = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
-                    len(blobs), dimension).mean(axis=0)
+            if doc_pk in grouped:
+                by_count.setdefault(len(grouped[doc_pk]), []).append(row)
+        vectors = np.zeros((len(doc_pks), dimension), dtype=np.float32)
+        for count, rows in by_count.items():
+            joined = b"".join(blob for row in rows for blob in grouped[doc_pks[row]])
+            means = np.frombuffer(joined, dtype=np.float32).reshape(
+                len(rows), count, dimension).mean(axis=1)
+            for row, mean in zip(rows, means, strict=True):
                 vectors[row] = mean / (np.linalg.norm(mean) or 1.0)
         return vectors
 

@@ -71,6 +71,11 @@ class PoisonedRAGOptions:
     report_only: bool = False
     """Score what is checkpointed and ask nothing: the full matrix takes hours on 2 cores, and
     its rows can be read while it runs (incomplete rows say how many answers they hold)."""
+    checkpoint: Path | None = None
+    """The answer checkpoint; None: ``records-<configuration>.jsonl`` in ``work_dir``. A
+    matrix spread over several machines carries its checkpoint from one to the next (the
+    KBs are rebuilt identically from the data and the seed); one of another configuration
+    is refused, as in the work dir."""
     sizes: Sizes = field(default_factory=Sizes)
     progress: Progress = field(default=lambda done, total, label: None)
     say: Callable[[str], None] = field(default=lambda message: None)
@@ -139,6 +144,11 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
     order = seeded_order(targets, options.seed)
     attacked = order[:max(b.size for b in blocks if b.questions == "targets")]
     say = options.say
+    # opened first: a checkpoint of another configuration is refused before hours of KBs
+    checkpoint = Checkpoint(options.checkpoint or
+                            options.work_dir / f"records-{fingerprint[:16]}.jsonl", fingerprint)
+    if checkpoint.dropped_torn_line:
+        say("the checkpoint's last line was torn by an interruption; that answer is redone")
 
     say(f"building the {options.kb_profile} base KB (embedding the clean passages)")
     clean = kbs.profile_documents(options.kb_profile, targets, options.seed)
@@ -153,9 +163,6 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
                 writers=writers, say=say)
     stored = _stored_ids(base)
 
-    checkpoint = Checkpoint(options.work_dir / f"records-{fingerprint[:16]}.jsonl", fingerprint)
-    if checkpoint.dropped_torn_line:
-        say("the checkpoint's last line was torn by an interruption; that answer is redone")
     asked = {block.name: block_questions(block, order, stored, options.seed)
              for block in blocks}
     planned = [_key(block, defense, question) for block in blocks for defense in block.defenses
