@@ -55,7 +55,6 @@ from trishield.errors import (
     StorageFullError,
     TriShieldError,
 )
-from trishield.kb import neighbour_cache_file
 from trishield.kb.analysis import ChunkAnalyser
 from trishield.kb.analysis_backfill import BackfillReport, backfill
 from trishield.kb.change_log import Position
@@ -80,6 +79,7 @@ from trishield.kb.ingest_report import (
 )
 from trishield.kb.lexical_index import TABLE as FTS_TABLE
 from trishield.kb.neighbour_cache import NeighbourCache
+from trishield.kb.neighbour_cache_file import SavedNeighbours
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.kb.ownership import (
     BatchPlan,
@@ -233,9 +233,8 @@ class KnowledgeBase:
         self._snapshot_missing = False
         self._writer_records: tuple[int, dict[str, int], dict[str, float]] | None = None
         self._neighbour_cache = NeighbourCache()  # Ring 1's reference lists between writes
-        self._neighbours_saved: tuple[int | None, int] | None = None
-        """``(position, revision)`` of the neighbour lists as read from or last saved to
-        :data:`~trishield.kb.neighbour_cache_file.FILE`; None until the file was looked for."""
+        self._saved_neighbours = SavedNeighbours(directory, self._neighbour_identity,
+                                                 self.dimension)  # ... and between processes
 
     @property
     def read_only(self) -> bool:
@@ -344,46 +343,18 @@ class KnowledgeBase:
                        if what == "search engine" else "."))
 
     def close(self) -> None:
-        self._save_neighbours()
+        if not self.read_only:
+            self._saved_neighbours.save(self._neighbour_cache)
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
         self.store.close()
 
-    # -- Ring 1's neighbour lists between processes (kb/neighbour_cache_file.py) ----------
     def _neighbour_identity(self) -> dict[str, str]:
+        """Which KB the saved neighbour lists belong to (kb/neighbour_cache_file.py)."""
         meta = self.store.meta()
         return {"created_at": meta.get("created_at", ""),
                 "embedding_model": self.settings.embedding_model}
-
-    def _restore_neighbours(self) -> None:
-        """Before this handle's first screen: start from the lists a closed handle saved."""
-        if self._neighbours_saved is not None:
-            return
-        cache = self._neighbour_cache
-        if cache.position is None:
-            loaded = neighbour_cache_file.load(self.directory / neighbour_cache_file.FILE,
-                                               self._neighbour_identity(), self.dimension)
-            if loaded is not None:
-                self._neighbour_cache = cache = loaded
-        self._neighbours_saved = (cache.position, cache.revision)
-
-    def _save_neighbours(self) -> None:
-        """On close: save the neighbour lists when this handle changed them. They are saved
-        at the position they stand at (the next handle catches them up from the change log);
-        a save that fails is logged, never raised: the lists are derived data."""
-        cache = self._neighbour_cache
-        if self.read_only or self._neighbours_saved is None or not cache.entries or \
-                (cache.position, cache.revision) == self._neighbours_saved:
-            return
-        try:
-            neighbour_cache_file.save(cache, self.directory / neighbour_cache_file.FILE,
-                                      self._neighbour_identity(), self.dimension)
-        except OSError as error:
-            log.warning("Ring 1's neighbour lists were not saved (%s); the next process "
-                        "searches its reference sample afresh", error.strerror or error)
-            return
-        self._neighbours_saved = (cache.position, cache.revision)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -655,7 +626,7 @@ class KnowledgeBase:
             vectors.append(mean / (np.linalg.norm(mean) or 1.0))
             start += len(per_document)
         _, dense, _ = self._refresh_indexes(persist=False)
-        self._restore_neighbours()
+        self._neighbour_cache = self._saved_neighbours.restore(self._neighbour_cache)
         neighbourhood = StoredNeighbourhood(self.store, dense, self.dimension, writer,
                                             cache=self._neighbour_cache)
         verdicts = guard.screen([d.id for d in documents], [d.text for d in documents],

@@ -33,6 +33,7 @@ import logging
 import os
 import uuid
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,50 @@ FORMAT = 2
 """Bumped when the arrays below change meaning; a file of another format is ignored."""
 
 log = logging.getLogger("trishield.kb")
+
+
+class SavedNeighbours:
+    """One KB handle's side of the file: read once, before the handle's first screen
+    (:meth:`restore`), and written when the handle closes if it changed the lists since
+    (:meth:`save`). ``identity`` is read when first needed (the KB's meta)."""
+
+    def __init__(self, directory: Path, identity: Callable[[], dict[str, Any]],
+                 dimension: int):
+        self.path = directory / FILE
+        self._identity = identity
+        self.dimension = dimension
+        self._known: dict[str, Any] | None = None
+        self._saved: tuple[int | None, int] | None = None
+        """``(position, revision)`` of the lists as read or last saved; None until read."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        if self._known is None:
+            self._known = self._identity()
+        return self._known
+
+    def restore(self, cache: NeighbourCache) -> NeighbourCache:
+        """The cache to screen with: ``cache`` itself, unless it is new (never brought to a
+        position) and a usable file exists. Looks at the file once per handle."""
+        if self._saved is None:
+            if cache.position is None:
+                cache = load(self.path, self.identity, self.dimension) or cache
+            self._saved = (cache.position, cache.revision)
+        return cache
+
+    def save(self, cache: NeighbourCache) -> None:
+        """Write ``cache`` if it was restored here and changed since; a failure is logged,
+        never raised (the lists are derived data)."""
+        if self._saved is None or not cache.entries or \
+                (cache.position, cache.revision) == self._saved:
+            return
+        try:
+            save(cache, self.path, self.identity, self.dimension)
+        except OSError as error:
+            log.warning("Ring 1's neighbour lists were not saved (%s); the next process "
+                        "searches its reference sample afresh", error.strerror or error)
+            return
+        self._saved = (cache.position, cache.revision)
 
 
 class _Unusable(ValueError):
