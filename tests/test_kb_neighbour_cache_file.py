@@ -210,3 +210,22 @@ def test_a_copied_kb_keeps_its_lists_and_a_new_kb_ignores_them(tmp_path: Path) -
     assert neighbour_cache_file.load(path, identity, 384) is not None
     assert neighbour_cache_file.load(path, identity | {"created_at": "0"}, 384) is None
     assert neighbour_cache_file.load(path, identity, 768) is None
+
+
+def test_repair_discards_the_saved_lists(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trishield repair`` rebuilds what is derived from the database: the lists too (a
+    ``kb.sqlite`` restored from a backup and written to since has another history than the
+    one the change log would catch them up on)."""
+    _many_writers_kb(tmp_path / "kb", WRITERS)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+        kb.repair()
+        assert not (tmp_path / "kb" / neighbour_cache_file.FILE).exists()
+    assert not (tmp_path / "kb" / neighbour_cache_file.FILE).exists(), "not saved again"
+    searched = _count_searches(monkeypatch)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+        assert searched == [sum(WRITERS.values())]

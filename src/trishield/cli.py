@@ -653,8 +653,9 @@ def keys_sign(path: Path, publisher: str, private_path: Path, out_path: Path | N
 @json_option
 def repair(kb_dir: Path, json_output: bool) -> None:
     """Check the search indexes of --kb against their checksums and the database, and rebuild
-    and save them when they are missing, stale or damaged (a truncated or emptied file); a
-    Milvus engine that is not in step with the store is reloaded from it."""
+    and save them when they are missing, stale or damaged (a truncated or emptied file), then
+    discarding Ring 1's saved neighbour lists; a Milvus engine that is not in step with the
+    store is reloaded from it."""
     from trishield.kb import KnowledgeBase
 
     with KnowledgeBase.open(kb_dir) as kb:

@@ -1118,9 +1118,11 @@ class KnowledgeBase:
 
     def repair(self) -> int:
         """Rebuild the dense index from the database and save its snapshot (after a crash,
-        or when a file was damaged), and reload a Milvus engine in full; returns the
-        generation."""
+        or when a file was damaged), discard Ring 1's saved neighbour lists, and reload a
+        Milvus engine in full; returns the generation."""
         with self._write_lock():
+            self._saved_neighbours.discard()
+            self._neighbour_cache = NeighbourCache()
             self._backend = None
             with self._reading():
                 generation = self.store.generation()

@@ -93,6 +93,14 @@ class SavedNeighbours:
         self._saved = (cache.position, cache.revision)
 
 
+    def discard(self) -> None:
+        """Remove the file (``trishield repair`` rebuilds what is derived from the database:
+        after a ``kb.sqlite`` restored from a backup and written to since, the change log
+        would not tell the lists that their history is another one)."""
+        self.path.unlink(missing_ok=True)
+        self._saved = None
+
+
 class _Unusable(ValueError):
     """Why a saved file cannot be used (logged, never raised to the caller)."""
 
