@@ -92,7 +92,6 @@ class SavedNeighbours:
             return
         self._saved = (cache.position, cache.revision)
 
-
     def discard(self) -> None:
         """Remove the file (``trishield repair`` rebuilds what is derived from the database:
         after a ``kb.sqlite`` restored from a backup and written to since, the change log
@@ -147,7 +146,8 @@ def load(path: Path, identity: dict[str, Any], dimension: int) -> NeighbourCache
     try:
         with np.load(path, allow_pickle=False) as saved:
             return _read(saved, identity, dimension)
-    except (_Unusable, OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+    except (_Unusable, OSError, ValueError, KeyError, IndexError, TypeError,
+            zipfile.BadZipFile) as error:
         log.warning("the saved neighbour lists %s are not used (%s); Ring 1 searches its "
                     "reference sample afresh", path, error)
         return None
