@@ -162,6 +162,28 @@ def test_refute_poisons_name_the_right_answer_as_the_error_and_state_the_wrong_o
     assert any(claim in text for text in target.adv_texts)
 
 
+def test_gt_append_poisons_keep_a_true_passage_whole_and_add_the_wrong_answer() -> None:
+    family = get_family("gt-append")
+    applicable = 0
+    for target in TARGETS:
+        docs = family.poisons(target, seed=0)
+        assert [d.text for d in docs] == [d.text for d in family.poisons(target, seed=0)]
+        originals = [text.rstrip() for _, text in target.gt_passages
+                     if contains_answer(text, target.correct)]
+        if not originals:  # nothing true to copy: the family does not apply
+            assert docs == []
+            continue
+        applicable += 1
+        assert len(docs) == 5 == len({d.text for d in docs})
+        for number, document in enumerate(docs):
+            assert document.id == f"atk:gt-append:{target.id}:{number}"
+            original = originals[number % len(originals)]
+            assert document.text.startswith(original + " ")  # the truth, untouched
+            added = document.text[len(original):]
+            assert contains_answer(added, target.incorrect), (target.id, added)
+    assert 0 < applicable < len(TARGETS)
+
+
 def test_misspelt_poisons_state_the_wrong_answer_intact_with_the_question_words_misspelt(
 ) -> None:
     family = get_family("misspelt")
