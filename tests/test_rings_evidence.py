@@ -368,6 +368,51 @@ def test_ring2_ranks_by_independent_evidence_and_keeps_one_passage_per_cluster()
     assert by_id["d0"].s_con == 1.0 and by_id["d1"].s_con < 0.2  # S_ev: independent weight
 
 
+def _context(parts: list[tuple[str, int, str]], vectors: np.ndarray, k: int) -> list[str]:
+    """The context Ring 2 keeps from ``(doc_id, chunk_index, writer)`` passages, retrieved in
+    that order, of one tier and with no answer to the question (relevance alone ranks)."""
+    candidates = [Candidate(StoredChunk(n, doc, index, f"Passage {n} about leave.", "",
+                                        "trusted", writer, 0, 30, batch=n),
+                            1.0 - n / 10, n + 1, "dense")
+                  for n, (doc, index, writer) in enumerate(parts)]
+    items = [Item(c.chunk_id, c.doc_id, c.chunk.writer, c.chunk.tier, c.chunk.text,
+                  c.chunk.batch) for c in candidates]
+    evidence = Evidence("When is a note from a doctor required?", items, vectors, None)
+    return [p.candidate.chunk_id
+            for p in RetrievalScorer().score(candidates, context=k, evidence=evidence).context]
+
+
+def test_the_context_keeps_every_part_of_a_document_its_parts_resemble() -> None:
+    """Sections of one document on one topic embed as near-duplicates; they are parts of one
+    text, not copies, so the cluster cap (one *document* per cluster) lets the second part
+    in ahead of a less relevant passage: capping passages dropped the part that answered."""
+    vectors = _orthogonal(3)
+    vectors[1] = vectors[0]  # the policy's two sections: one near-duplicate cluster
+    parts = [("leave-policy", 2, "hr"), ("leave-policy", 1, "hr"), ("handbook", 0, "hr")]
+    assert _context(parts, vectors, 2) == ["leave-policy#2", "leave-policy#1"]
+
+
+@pytest.mark.parametrize("writers", [("hr", "hr"), ("hr", "mallory")])
+def test_near_duplicate_documents_still_take_one_context_slot(writers: tuple[str, str]
+                                                             ) -> None:
+    """Two *documents* that embed alike (one writer's or two writers') are a copy and its
+    original: the second stays out however relevant, and a third document fills its slot."""
+    vectors = _orthogonal(3)
+    vectors[1] = vectors[0]
+    parts = [("policy", 0, writers[0]), ("copy", 0, writers[1]), ("handbook", 0, "hr")]
+    assert _context(parts, vectors, 2) == ["policy#0", "handbook#0"]
+
+
+def test_a_documents_parts_are_still_held_to_the_writer_cap() -> None:
+    """One writer's long document cannot fill the context through its parts while another
+    writer's passage is in the pool (``per_writer`` = 2)."""
+    vectors = np.tile(_orthogonal(4)[0], (4, 1))
+    vectors[3] = _orthogonal(4)[3]
+    parts = [("flood", 0, "mallory"), ("flood", 1, "mallory"), ("flood", 2, "mallory"),
+             ("wiki", 0, "wiki")]
+    assert _context(parts, vectors, 3) == ["flood#0", "flood#1", "wiki#0"]
+
+
 def test_ring2_reads_a_passage_whose_title_names_the_subject_as_an_answer() -> None:
     """The most relevant passage leaves its subject to its document's title: read with the
     title it gives an answer, so Ring 2 ranks it above less relevant passages that name the

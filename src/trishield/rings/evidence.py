@@ -65,7 +65,9 @@ class EvidenceConfig:
     opposing claim: a newcomer needs ``margin * precedence`` times its weight to overturn it."""
     margin: Annotated[float, Field(ge=1)] = 2.0
     per_source: Annotated[int, Field(ge=1)] = 1
-    """Context passages per near-duplicate cluster: the context holds distinct evidence."""
+    """Context documents per near-duplicate cluster: the context holds distinct evidence (a
+    document's other parts are not copies of it: :meth:`RetrievalScorer._diverse
+    <trishield.rings.retrieval_scorer.RetrievalScorer._diverse>`)."""
     per_writer: Annotated[int, Field(ge=1)] = 2
     """Context passages per writer while other writers' passages remain in the pool."""
     burst_window_s: Annotated[float, Field(ge=0)] = 86_400.0

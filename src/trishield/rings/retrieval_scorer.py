@@ -6,8 +6,9 @@ less a source is trusted, the larger ``w_prov`` and the more the passage needs e
 ``S_ev`` is *independent* evidence (:mod:`trishield.rings.evidence`): the weight of the
 independent sources that give the same answer as the passage, normalised over the pool. It
 replaces the paper's ``S_con`` (word overlap with the rest of the pool), which five
-paraphrases of one lie maximise (docs/design.md, "Evidence"). The context then takes at most
-``per_source`` passages from each near-duplicate cluster, so it holds distinct evidence.
+paraphrases of one lie maximise (docs/design.md, "Evidence"). The context then takes passages
+of at most ``per_source`` documents from each near-duplicate cluster, so it holds distinct
+evidence.
 Tiers come from the writer, never from the text.
 """
 
@@ -157,34 +158,45 @@ class RetrievalScorer:
 
     def _diverse(self, order: list[int], candidates: Sequence[Candidate],
                  evidence: Evidence | None, k: int) -> set[int]:
-        """The context: in trust order, at most ``per_source`` passages per near-duplicate
-        cluster, and at most ``per_writer`` per writer while other writers' passages remain
-        (then the rest fills by trust): one writer cannot fill the context when the pool
-        holds anyone else's evidence."""
+        """The context: in trust order, passages of at most ``per_source`` documents per
+        near-duplicate cluster, and at most ``per_writer`` passages per writer while other
+        writers' passages remain (then the rest fills by trust): one writer cannot fill the
+        context when the pool holds anyone else's evidence.
+
+        The cluster cap counts documents, not passages: two passages of one document are
+        two parts of it, never a copy of one another, though sections of one text on one
+        topic embed as near-duplicates (the demo leave policy's sick-leave passage and its
+        leave-requests passage: cosine 0.84), and capping passages dropped the part that
+        answered. Copies made to flood the context are separate documents, and one
+        document's parts are still held to ``per_writer``."""
         cluster_of: dict[int, int] = {}
         if evidence is not None:
             for number, cluster in enumerate(evidence.near_duplicate_clusters()):
                 cluster_of.update({member: number for member in cluster})
-        per_cluster: dict[int, int] = {}
+        per_cluster: dict[int, set[str]] = {}
         per_writer: dict[str, int] = {}
         chosen: set[int] = set()
         for writer_cap in (self.config.per_writer, len(candidates)):
             for i in order:
-                cluster = cluster_of.get(i, -1 - i)
-                writer = candidates[i].chunk.writer
-                if (len(chosen) < k and i not in chosen
-                        and per_cluster.get(cluster, 0) < self.config.per_source
-                        and per_writer.get(writer, 0) < writer_cap):
+                if len(chosen) == k:
+                    break
+                chunk = candidates[i].chunk
+                documents = per_cluster.setdefault(cluster_of.get(i, -1 - i), set())
+                if (i not in chosen
+                        and (chunk.doc_id in documents
+                             or len(documents) < self.config.per_source)
+                        and per_writer.get(chunk.writer, 0) < writer_cap):
                     chosen.add(i)
-                    per_cluster[cluster] = per_cluster.get(cluster, 0) + 1
-                    per_writer[writer] = per_writer.get(writer, 0) + 1
+                    documents.add(chunk.doc_id)
+                    per_writer[chunk.writer] = per_writer.get(chunk.writer, 0) + 1
         return chosen
 
     def score(self, candidates: Sequence[Candidate], *, context: int | None = None,
               evidence: Evidence | None = None) -> ScorerResult:
-        """Trust-rank ``candidates``; the top ``context`` (at most ``per_source`` from each
-        near-duplicate cluster) form the context sent to Ring 3. Without ``evidence`` (no
-        question known) every passage has ``S_ev`` 0 and relevance alone ranks."""
+        """Trust-rank ``candidates``; the top ``context`` (of at most ``per_source`` documents
+        from each near-duplicate cluster) form the context sent to Ring 3. Without
+        ``evidence`` (no question known) every passage has ``S_ev`` 0 and relevance alone
+        ranks."""
         k = context or self.config.context
         if not candidates:
             return ScorerResult([], [], evidence)
