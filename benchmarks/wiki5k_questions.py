@@ -12,7 +12,7 @@ from pathlib import Path
 
 from trishield.eval.poisonedrag import knowledge_bases as kbs
 from trishield.eval.poisonedrag.attacks import load_targets
-from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
+from trishield.eval.poisonedrag.questions import Question, nq_questions, squad_questions
 from trishield.kb import KnowledgeBase
 
 
@@ -23,12 +23,16 @@ def wiki5k_base(work_dir: Path) -> Path:
     return kbs.build_base(work_dir, "wiki5k", kbs.profile_documents("wiki5k", targets, 0))
 
 
-def seeded_questions(kb: KnowledgeBase, count: int, seed: int) -> list[str]:
-    """``count`` questions about documents ``kb`` stores: the first half (rounded up) from
-    SQuAD, the rest from NQ, drawn with ``seed``."""
+def seeded_question_records(kb: KnowledgeBase, count: int, seed: int) -> list[Question]:
+    """``count`` questions about documents ``kb`` stores, with their gold answers: the first
+    half (rounded up) from SQuAD, the rest from NQ, drawn with ``seed``."""
     if count < 1:
         raise ValueError(f"the question count must be at least 1, got {count}")
     stored = set(kb.document_ids())
     half = count // 2
-    return ([q.text for q in squad_questions(stored, count - half, seed)]
-            + [q.text for q in nq_questions(stored, half, seed)])
+    return squad_questions(stored, count - half, seed) + nq_questions(stored, half, seed)
+
+
+def seeded_questions(kb: KnowledgeBase, count: int, seed: int) -> list[str]:
+    """The texts of :func:`seeded_question_records`."""
+    return [q.text for q in seeded_question_records(kb, count, seed)]

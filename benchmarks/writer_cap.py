@@ -29,18 +29,17 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if args.writers < 1 or args.questions < 2:
-        parser.error("--writers must be at least 1 and --questions at least 2")
+    if args.writers < 1 or args.questions < 1:
+        parser.error("--writers and --questions must be at least 1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from trishield.answers import contains_answer
     from trishield.defenses.retrievers import KBRetriever
     from trishield.eval.poisonedrag.defenses import make_asker
-    from trishield.eval.poisonedrag.questions import nq_questions, squad_questions
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel
     from trishield.settings import PipelineConfig
-    from wiki5k_questions import wiki5k_base
+    from wiki5k_questions import seeded_question_records, wiki5k_base
 
     class Reattributed(KBRetriever):
         """The KB's candidates, each document's writer replaced by one of ``writers``."""
@@ -53,10 +52,7 @@ def main() -> None:
     base = wiki5k_base(args.work_dir)
     panel = build_panel(["extractive"])
     with KnowledgeBase.open(base) as kb:
-        stored = set(kb.document_ids())
-        half = args.questions // 2
-        questions = (squad_questions(stored, args.questions - half, args.seed)
-                     + nq_questions(stored, half, args.seed))
+        questions = seeded_question_records(kb, args.questions, args.seed)
         default = PipelineConfig(backend="dense")
         caps = {"capped": default.scorer.per_writer, "uncapped": default.scorer.pool}
         contexts: dict[str, list[list[str]]] = {}
