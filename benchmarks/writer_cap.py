@@ -33,8 +33,8 @@ def main() -> None:
         parser.error("--writers and --questions must be at least 1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from trishield.answers import contains_answer
     from trishield.defenses.retrievers import KBRetriever
+    from trishield.eval.metrics import answer_quality
     from trishield.eval.poisonedrag.defenses import make_asker
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel
@@ -60,14 +60,13 @@ def main() -> None:
             config = dataclasses.replace(default, scorer=dataclasses.replace(
                 default.scorer, per_writer=cap))
             ask = make_asker("ring12", Reattributed(kb), panel, config)
-            right, contexts[name] = 0, []
+            right, contexts[name] = 0.0, []
             for question in questions:
                 answer = ask(question.text)
                 contexts[name].append([c.id for c in answer.trace.context])
-                right += bool(answer.answer) and any(contains_answer(answer.answer, gold)
-                                                     for gold in question.golds)
+                right += answer_quality(answer.answer, question.golds)["contains"]
             print(f"{name:9s} (per_writer={cap:2d}): accuracy {right / len(questions):.4f} "
-                  f"({right} of {len(questions)})")
+                  f"({right:.0f} of {len(questions)})")
     changed = sum(a != b for a, b in zip(contexts["capped"], contexts["uncapped"], strict=True))
     print(f"wiki5k, {args.writers} writers, {len(questions)} questions (SQuAD + NQ, seed "
           f"{args.seed}), dense ring12, extractive reader: the cap changed {changed} contexts")
