@@ -12,7 +12,7 @@ import uvicorn
 from rich.console import Console
 
 from trishield.service.app import create_app
-from trishield.service.runtime import Runtime, ServiceConfig
+from trishield.service.runtime import Runtime, ServiceConfig, freeze_startup_heap
 
 MAX_HEADER_BYTES = 64 * 1024
 """The HTTP parser's own bound on an incomplete request head; the app refuses heads over
@@ -23,6 +23,7 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
           console: Console | None = None) -> None:
     runtime = Runtime(config)
     runtime.warm_up()
+    freeze_startup_heap()  # after start-up: no full collection walks it again
     app = create_app(config, runtime=runtime)
     if console is not None:
         keys = [k for k in runtime.keys.api_keys() if k.revoked_at is None]
