@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wiki5k_questions import question_arguments
+
 MODES = ("plain", "frozen")
 
 
@@ -80,14 +82,9 @@ def measure(mode: str, work_dir: Path, questions: int, seed: int) -> dict[str, o
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/poisonedrag"))
-    parser.add_argument("--questions", type=int, default=400)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
     parser.add_argument("--mode", choices=MODES, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.questions < 1:
-        parser.error("--questions must be at least 1")
+    args = question_arguments(parser, questions=400)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.mode is not None:  # one mode, in the process the parent started for it
         print(json.dumps(measure(args.mode, args.work_dir, args.questions, args.seed)))

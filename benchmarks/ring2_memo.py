@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wiki5k_questions import question_arguments
+
 
 def summary(seconds: list[float]) -> dict[str, float]:
     values = np.asarray(seconds) * 1000.0
@@ -33,13 +35,8 @@ def summary(seconds: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/poisonedrag"))
-    parser.add_argument("--questions", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
-    args = parser.parse_args()
-    if args.questions < 1:
-        parser.error("--questions must be at least 1")
+    args = question_arguments(parser, questions=100)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from trishield.defenses.retrievers import KBRetriever

@@ -33,7 +33,8 @@ import statistics
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
+
+from wiki5k_questions import question_arguments
 
 PASSES = ("plain", "fill", "free reading", "plain", "free reading")
 """The passes, in order: each plain pass is followed by memo passes, so that drift in the
@@ -103,12 +104,7 @@ def decided(answer) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work-dir", type=Path, default=Path(".trishield/eval/poisonedrag"))
-    parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    if args.questions < 1:
-        parser.error("--questions must be at least 1")
+    args = question_arguments(parser, questions=200)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from trishield.defenses.retrievers import KBRetriever
