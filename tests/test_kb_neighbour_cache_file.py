@@ -229,3 +229,40 @@ def test_repair_discards_the_saved_lists(tmp_path: Path,
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         _screen(kb)
         assert searched == [sum(WRITERS.values())]
+
+
+def test_lists_scored_through_ivfpq_codes_serve_the_next_handle_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a trained IVF-PQ index the saved lists carry the codebooks' fingerprint and each
+    document's probed lists: the next handle (its index loaded from the snapshot) screens
+    from them, catches them up through writes by another handle, and scores what a fresh
+    search of the index scores."""
+    import trishield.kb.indexes as indexes
+    from test_kb_neighbourhood import IVF_TRAINED_AT
+
+    monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", IVF_TRAINED_AT)
+    writers = {f"w{n:02d}": 6 + n % 4 for n in range(40)}
+    _many_writers_kb(tmp_path / "kb", writers, dense_index="ivfpq")
+    searched = _count_searches(monkeypatch)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        first = _screen(kb)
+        with kb._write_lock():  # a snapshot, as an ingest saves one: later handles load it
+            codes = kb._refresh_indexes(persist=True)[1].codes
+        assert codes is not None and kb._neighbour_cache.codebook == codes.fingerprint
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        assert _screen(kb) == first
+        assert len(searched) == 1, "the second handle searched nothing"
+        cache = kb._neighbour_cache
+        assert cache.codebook == codes.fingerprint
+        assert all(entry.probes is not None and len(entry.probes) == indexes.IVF_NPROBE
+                   for entry in cache.entries.values())
+        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
+                                   atol=ROUNDING)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _write(kb, "w03", 3, seed=1)
+        _write(kb, "fresh", 4, seed=2)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _screen(kb)
+        assert searched[-1] == 7
+        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
+                                   atol=ROUNDING)

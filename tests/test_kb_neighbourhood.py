@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import faiss
 import numpy as np
 import pytest
 
@@ -75,13 +76,14 @@ def test_a_row_that_finds_fewer_is_padded_the_same_way() -> None:
 
 
 def _many_writers_kb(directory: Path, writers: dict[str, int], seed: int = 0,
-                     secluded: frozenset[str] = frozenset()) -> None:
+                     secluded: frozenset[str] = frozenset(), dense_index: str = "flat") -> None:
     """Documents of one chunk each: ``writers`` maps a writer to how many it stores. A
     ``secluded`` writer's documents sit around a centre of their own, so their nearest stored
     chunks are their own writer's."""
     rng = np.random.default_rng(seed)
     centres = _unit(rng, 12)
-    with KnowledgeBase.open(directory, create=True) as kb, kb.store.transaction() as connection:
+    with KnowledgeBase.open(directory, create=True, dense_index=dense_index) as kb, \
+            kb.store.transaction() as connection:
         for writer, count in writers.items():
             documents = [Document(id=f"{writer}-{n}", text=f"Note {n} by {writer}.")
                          for n in range(count)]
@@ -187,13 +189,25 @@ def _write(kb: KnowledgeBase, writer: str, count: int, seed: int) -> None:
             embeddings=_unit(rng, count), tier="neutral", writer=writer, source="test")
 
 
+IVF_TRAINED_AT = 200
+"""``IVF_MIN_TRAIN`` in the IVF-PQ tests: a KB of a few hundred chunks is trained (64 inverted
+lists, so a search probes half of them and an added chunk may lie out of a list's reach)."""
+
+
+@pytest.mark.parametrize("dense_index", ["flat", "ivfpq"])
 def test_the_cached_reference_lists_follow_writes_and_deletes_exactly(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dense_index: str) -> None:
     """Screened writes one after another: with the handle's cache brought up to date from the
     change log, every ``S_out`` is the one a fresh search of the whole sample gives, through
-    added documents (of the batch's writer, of sample writers, of new ones) and deletions."""
-    writers = {f"w{n:02d}": 1 + n % 4 for n in range(40)} | {"archive": 30, "newcomer": 6}
-    _many_writers_kb(tmp_path / "kb", writers, secluded=frozenset({"archive"}))
+    added documents (of the batch's writer, of sample writers, of new ones) and deletions;
+    on a trained IVF-PQ index too, where the added chunks are scored through their codes
+    and reach only the lists whose search probes their inverted list."""
+    per_writer = 1 if dense_index == "flat" else 6  # IVF-PQ: enough rows to train on
+    writers = {f"w{n:02d}": per_writer + n % 4 for n in range(40)} | \
+        {"archive": 30, "newcomer": 6}
+    monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", IVF_TRAINED_AT)
+    _many_writers_kb(tmp_path / "kb", writers, secluded=frozenset({"archive"}),
+                     dense_index=dense_index)
     monkeypatch.setattr(neighbourhood_module, "BATCHED_WRITER_CHUNKS", 10)
     monkeypatch.setattr(neighbour_cache, "SCORE_BLOCK", 2)  # added chunks scored in blocks
     cache = NeighbourCache(spare=3)  # small: the batch's writer's chunks use it up sometimes
@@ -203,6 +217,8 @@ def test_the_cached_reference_lists_follow_writes_and_deletes_exactly(
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         for number, (batch_writer, then) in enumerate(steps):
             _, dense, _ = kb._refresh_indexes(persist=False)
+            assert dense.trained == (dense_index == "ivfpq")
+            assert not dense.trained or dense.index.nlist > indexes.IVF_NPROBE
             new = _unit(np.random.default_rng(100 + number), 2)
             with_cache = StoredNeighbourhood(kb.store, dense, kb.dimension, batch_writer,
                                              cache=cache)
@@ -222,11 +238,13 @@ def test_the_cached_reference_lists_follow_writes_and_deletes_exactly(
                     without.nearest(rows, OUTLIER_NEIGHBOURS, also_excluding=name),
                     rtol=0, atol=ROUNDING, err_msg=f"step {number}, writer {name}")
             assert cache.entries and cache.position == kb.store.index_position().current
+            assert cache.codebook == (None if dense.codes is None else dense.codes.fingerprint)
+            _assert_every_list_is_exact(kb, cache)
             if then == "delete":  # two sample documents, and their chunks in others' lists
                 before = len(cache.entries)
                 kb.delete_many(["w09-0", "w13-0"], by="admin")
-                kb._refresh_indexes(persist=False)
-                cache.catch_up(kb.store, kb.dimension, cache.k or 0)
+                _, dense, _ = kb._refresh_indexes(persist=False)
+                cache.catch_up(kb.store, kb.dimension, cache.k or 0, dense.codes)
                 assert len(cache.entries) < before
             elif then is not None:
                 _write(kb, *then, seed=number)
@@ -258,7 +276,7 @@ def _assert_every_list_is_exact(kb: KnowledgeBase, cache: NeighbourCache) -> Non
     """Each cached list, brought up to date, is the best-first prefix of its document's
     ranking among the chunks of writers other than its own (all of them when exhausted)."""
     _, dense, _ = kb._refresh_indexes(persist=False)
-    cache.catch_up(kb.store, kb.dimension, cache.k or 0)
+    cache.catch_up(kb.store, kb.dimension, cache.k or 0, dense.codes)
     own = kb.store.chunk_pks_by_writer({entry.writer for entry in cache.entries.values()})
     for doc_pk, entry in cache.entries.items():
         scores, ids = dense.search_many(entry.vector, entry.depth, excluding=own[entry.writer])
@@ -295,3 +313,82 @@ def test_a_screened_batch_hands_its_lists_to_the_cache(tmp_path: Path) -> None:
                          writer="n3", guard=guard)
         assert held.quarantined and cache.adopted == 7
         _assert_every_list_is_exact(kb, cache)
+
+
+def test_a_cache_starts_over_when_the_index_is_trained(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lists scored by exact vectors are not merged into once the index ranks by codes (an
+    IVF-PQ index trained when the KB grew past ``IVF_MIN_TRAIN``), nor lists of one training
+    once the index is trained anew on other rows: their scores would not rank together."""
+    writers = {f"w{n:02d}": 6 + n % 4 for n in range(40)}
+    _many_writers_kb(tmp_path / "kb", writers, dense_index="ivfpq")
+    monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", 10_000)
+    cache = NeighbourCache()
+    new = _unit(np.random.default_rng(5), 1)
+    with KnowledgeBase.open(tmp_path / "kb") as kb:
+        _, exact, _ = kb._refresh_indexes(persist=False)
+        assert not exact.trained
+        stored_outlier_scores(new, StoredNeighbourhood(kb.store, exact, kb.dimension, "w00",
+                                                       cache=cache))
+        assert cache.entries and cache.codebook is None
+        ids, vectors = kb.store.all_embeddings(kb.dimension)
+        monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", IVF_TRAINED_AT)
+        trained = DenseIndex.build("ivfpq", kb.dimension, ids, vectors)
+        assert trained.codes is not None
+        cache.catch_up(kb.store, kb.dimension, cache.k or 0, trained.codes)
+        assert not cache.entries and cache.codebook == trained.codes.fingerprint
+        cached = stored_outlier_scores(new, StoredNeighbourhood(
+            kb.store, trained, kb.dimension, "w00", cache=cache))
+        fresh = stored_outlier_scores(new, StoredNeighbourhood(kb.store, trained,
+                                                               kb.dimension, "w00"))
+        np.testing.assert_allclose(cached.scores, fresh.scores, rtol=0, atol=ROUNDING)
+        assert all(entry.probes is not None for entry in cache.entries.values())
+        # trained again on other rows: other codebooks, so the lists start over
+        retrained = DenseIndex.build("ivfpq", kb.dimension, ids[1:], vectors[1:])
+        assert retrained.codes is not None
+        assert retrained.codes.fingerprint != trained.codes.fingerprint
+        cache.catch_up(kb.store, kb.dimension, cache.k or 0, retrained.codes)
+        assert not cache.entries
+
+
+def test_an_added_chunk_enters_only_the_lists_whose_search_reaches_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a trained IVF-PQ index a search reads only the inverted lists it probes. Chunks
+    added close to cached documents but stored in a list their searches never probe (pulled
+    towards a far centroid), which score above the list's last entry, stay out of those
+    lists, as a fresh search leaves them out; the scenario is checked to hold such chunks."""
+    monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", IVF_TRAINED_AT)
+    cache = NeighbourCache(spare=3)
+    # scattered documents: in tight clusters every centroid near a document is probed
+    with KnowledgeBase.open(tmp_path / "kb", create=True, dense_index="ivfpq") as kb:
+        for number in range(40):
+            _write(kb, f"w{number:02d}", 6 + number % 4, seed=number)
+        _, dense, _ = kb._refresh_indexes(persist=False)
+        codes = dense.codes
+        stored_outlier_scores(_unit(np.random.default_rng(5), 1), StoredNeighbourhood(
+            kb.store, dense, kb.dimension, "w00", cache=cache))
+        entries = list(cache.entries.values())
+        assert entries and codes is not None
+        quantiser = faiss.downcast_index(dense.index.quantizer)
+        centroids = quantiser.reconstruct_n(0, dense.index.nlist)
+        added = []
+        for entry in entries[:40]:
+            far = centroids[np.setdiff1d(np.arange(len(centroids)), entry.probes)[0]]
+            pulled = entry.vector + far / np.linalg.norm(far)
+            added.append(pulled / np.linalg.norm(pulled))
+        added = np.array(added, dtype=np.float32)
+        lists, decoded = codes.decoded(added)
+        above = np.stack([entry.vector for entry in entries]) @ decoded.T > \
+            np.array([entry.scores[-1] for entry in entries])[:, None]
+        reached = np.stack([np.isin(lists, entry.probes) for entry in entries])
+        assert (above & ~reached).sum() >= 5, "too few added chunks out of a list's reach"
+        assert (above & reached).any(), "no added chunk enters a list"
+        documents = [Document(id=f"pulled-{n}", text=f"Pulled note {n}.")
+                     for n in range(len(added))]
+        with kb.store.transaction() as connection:
+            kb.store.write_batch(
+                connection, documents=documents,
+                chunks=[chunk_document(d, kb.settings.chunking) for d in documents],
+                embeddings=added, tier="neutral", writer="pulled", source="test")
+        _assert_every_list_is_exact(kb, cache)
+        assert len(cache.entries) == len(entries)

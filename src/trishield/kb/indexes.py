@@ -98,6 +98,7 @@ class DenseIndex:
         self.dimension = dimension
         self.index = index if index is not None else self._empty()
         self.tombstones = self._count_tombstones()
+        self._codes: IVFCodes | None = None
 
     def _empty(self) -> faiss.Index:
         if self.kind == "hnsw":
@@ -123,6 +124,17 @@ class DenseIndex:
     def trained(self) -> bool:
         """Whether this is a real IVF-PQ index (an untrained ``ivfpq`` is exact)."""
         return isinstance(self.index, faiss.IndexIVFPQ)
+
+    @property
+    def codes(self) -> IVFCodes | None:
+        """How a trained IVF-PQ index scores (None for an exact or HNSW index), read once
+        per index object: its codebooks do not change until it is trained anew, which builds
+        a new one."""
+        if not self.trained:
+            return None
+        if self._codes is None:
+            self._codes = IVFCodes(self.index)
+        return self._codes
 
     def _labels(self) -> np.ndarray | None:
         """A writable view of the id map (row -> chunk pk), for HNSW's tombstones."""
@@ -306,6 +318,45 @@ class DenseIndex:
             raise KnowledgeBaseError(f"{path} holds a {type(inner).__name__}, not a {kind} "
                                      "index")
         return cls(kind, dimension, index)
+
+
+class IVFCodes:
+    """What a trained IVF-PQ index's searches score, computed outside a search: the inverted
+    lists a query probes, and the vector a row's code decodes to (its list's centroid plus the
+    quantised residual). A search ranks the rows of the probed lists by the query's inner
+    product with their decoded vectors, so a list of neighbours kept between writes
+    (:mod:`trishield.kb.neighbour_cache`) can take in an added row exactly as a fresh search
+    would rank it, or leave it out when the search would never reach it.
+
+    ``fingerprint`` names the codebooks (coarse centroids and product quantiser): a list
+    found under other codebooks ranks by other scores and must not be merged into."""
+
+    def __init__(self, index: faiss.IndexIVFPQ):
+        self.index = index
+        quantiser = faiss.downcast_index(index.quantizer)
+        digest = hashlib.sha256(f"ivfpq:{index.d}:{index.nlist}:{IVF_NPROBE}:"
+                                f"{index.pq.M}:{index.pq.nbits}:{index.by_residual}"
+                                .encode())
+        digest.update(faiss.rev_swig_ptr(quantiser.get_xb(),
+                                         quantiser.ntotal * index.d).tobytes())
+        digest.update(faiss.vector_to_array(index.pq.centroids).tobytes())
+        self.fingerprint = digest.hexdigest()
+
+    def probes(self, queries: np.ndarray) -> np.ndarray:
+        """``(n, IVF_NPROBE)`` ids of the lists a search of each query reads, sorted (-1
+        pads when the index has fewer lists)."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.index.d)
+        _, lists = self.index.quantizer.search(queries, IVF_NPROBE)
+        return np.sort(lists.astype(np.int64), axis=1)
+
+    def decoded(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(lists, decoded)``: the list each row of ``vectors`` is stored in, and the
+        vector its code decodes to (the index's own encoding: the same as ``add``)."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.index.d)
+        if not len(vectors):
+            return np.zeros(0, np.int64), vectors
+        lists = self.index.quantizer.assign(vectors, 1).reshape(-1).astype(np.int64)
+        return lists, self.index.sa_decode(self.index.sa_encode(vectors))
 
 
 @contextmanager

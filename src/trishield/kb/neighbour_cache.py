@@ -17,11 +17,17 @@ log, exactly:
   to (they are searched again when next needed): a list that lost an entry no longer knows its
   next one.
 
+On a trained IVF-PQ index a search ranks only the chunks of the inverted lists it probes,
+by the query's product with their *decoded* vectors (:class:`~trishield.kb.indexes.IVFCodes`).
+So there an added chunk is scored through its code, as the search would score it, and enters
+only the lists of documents whose search probes its inverted list: each list stays exactly
+what a fresh search of the index finds. Its scores belong to the index's codebooks: when the
+index is trained anew (its :attr:`~trishield.kb.indexes.IVFCodes.fingerprint` changes, or it
+becomes or stops being trained), the cache starts over.
+
 A handle of the KB owns one cache; it is used under the KB's write lock (screening runs
 there). After more than :data:`CATCH_UP_MAX` changes (a bulk load, say) it starts over:
-searching the sample again costs less than scoring every added chunk against it. An IVF-PQ
-index that is trained scores by its codes, which exact merged scores would not rank against,
-so it is not cached (:meth:`NeighbourCache.usable`).
+searching the sample again costs less than scoring every added chunk against it.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trishield.kb.indexes import DenseIndex
+from trishield.kb.indexes import IVFCodes
 from trishield.kb.reference_draw import ReferenceDraws
 from trishield.kb.store import Store
 from trishield.kb.writer_chunks import WriterChunks
@@ -59,15 +65,22 @@ class CachedNeighbours:
     ids: np.ndarray
     scores: np.ndarray
     depth: int
+    probes: np.ndarray | None = None
+    """The inverted lists the document's search reads (a trained IVF-PQ index; sorted), else
+    None: every stored chunk is within reach."""
 
     @property
     def exhausted(self) -> bool:
         """The KB held fewer eligible chunks than the depth: the list is all of them."""
         return len(self.ids) < self.depth
 
-    def merge(self, ids: np.ndarray, scores: np.ndarray, writers: np.ndarray) -> None:
-        """Take in added chunks (``writers`` of each): those of other writers that rank."""
+    def merge(self, ids: np.ndarray, scores: np.ndarray, writers: np.ndarray,
+              reachable: np.ndarray | None = None) -> None:
+        """Take in added chunks (``writers`` of each): those of other writers that rank, of
+        those the document's search reaches (``reachable``, when not all)."""
         eligible = writers != self.writer
+        if reachable is not None:
+            eligible &= reachable
         if not self.exhausted:
             eligible &= scores > self.scores[-1]
         if not eligible.any():
@@ -92,26 +105,29 @@ class NeighbourCache:
         self.position: int | None = None
         self.k: int | None = None
         self.entries: dict[int, CachedNeighbours] = {}
+        self.codebook: str | None = None
+        """The fingerprint of the IVF-PQ codebooks the lists were scored under (None: an
+        exact or HNSW index, scored by exact vectors)."""
         self.adopted = 0
         """Lists taken from screened batches so far (:meth:`adopt`)."""
         self.revision = 0
         """Counts the changes to :attr:`entries`, so that a handle saves the cache
         (:mod:`trishield.kb.neighbour_cache_file`) only when it holds something new."""
 
-    @staticmethod
-    def usable(dense: DenseIndex) -> bool:
-        return not dense.trained
-
-    def catch_up(self, store: Store, dimension: int, k: int) -> None:
+    def catch_up(self, store: Store, dimension: int, k: int,
+                 codes: IVFCodes | None = None) -> None:
         """Bring every list to the store's current change-log position (or start over when
-        the log no longer reaches back to the cache's, or ``k`` changed)."""
+        the log no longer reaches back to the cache's, ``k`` changed, or the index's codebooks
+        did: ``codes`` is how the index searched scores, None for exact vectors)."""
         where = store.index_position()
+        codebook = None if codes is None else codes.fingerprint
         if self.k != k or self.position is None or where.pruned > self.position or \
-                where.current < self.position or where.current - self.position > CATCH_UP_MAX:
+                where.current < self.position or \
+                where.current - self.position > CATCH_UP_MAX or self.codebook != codebook:
             if self.entries:
                 self.entries.clear()
                 self.revision += 1
-            self.position, self.k = where.current, k
+            self.position, self.k, self.codebook = where.current, k, codebook
             return
         if where.current == self.position:
             return
@@ -120,9 +136,17 @@ class NeighbourCache:
             self._drop_removed(delta.removed)
             self.revision += 1
         if len(delta.added_ids) and self.entries:
-            self._merge_added(store, delta.added_ids, delta.vectors)
+            self._merge_added(store, delta.added_ids, delta.vectors, codes)
             self.revision += 1
         self.position = where.current
+
+    @staticmethod
+    def lists_for(codes: IVFCodes | None, vectors: np.ndarray) -> list[np.ndarray | None]:
+        """The inverted lists each of ``vectors``' searches reads (None each on an index
+        scored by exact vectors): what :attr:`CachedNeighbours.probes` holds."""
+        if codes is None:
+            return [None] * len(vectors)
+        return list(codes.probes(vectors))
 
     def put(self, doc_pk: int, entry: CachedNeighbours) -> None:
         """Keep ``entry`` as the list of document ``doc_pk`` (searched at :attr:`position`)."""
@@ -140,12 +164,17 @@ class NeighbourCache:
         for row in np.unique(hit):
             del self.entries[doc_pks[row]]
 
-    def _merge_added(self, store: Store, added_ids: np.ndarray, added: np.ndarray) -> None:
+    def _merge_added(self, store: Store, added_ids: np.ndarray, added: np.ndarray,
+                     codes: IVFCodes | None) -> None:
         """Offer the added chunks to every list: scored against all cached documents at once,
         and merged only into the lists where one of them is eligible (another writer's
         chunk that beats the list's last score, or any other writer's chunk for an exhausted
-        list), which :meth:`CachedNeighbours.merge` would otherwise find by itself, list by
-        list (2,000 calls a write)."""
+        list; on a trained IVF-PQ index, scored through its code and only where the
+        document's search probes its inverted list), which :meth:`CachedNeighbours.merge`
+        would otherwise find by itself, list by list (2,000 calls a write)."""
+        added_lists = None
+        if codes is not None:
+            added_lists, added = codes.decoded(added)
         writers = store.chunk_writers(added_ids.tolist())
         added_writers = np.array([writers.get(int(pk), "") for pk in added_ids], dtype=object)
         names = {name: code for code, name in enumerate(sorted(
@@ -158,30 +187,42 @@ class NeighbourCache:
         entry_codes = np.array([names[entry.writer] for entry in entries], dtype=np.int64)
         bars = np.array([-np.inf if entry.exhausted else entry.scores[-1] for entry in entries],
                         dtype=np.float32)
+        probes = None if added_lists is None else np.stack([entry.probes for entry in entries])
         for start in range(0, len(added_ids), SCORE_BLOCK):
             block = slice(start, start + SCORE_BLOCK)
             scores = (vectors @ added[block].T).astype(np.float32)
             eligible = (entry_codes[:, None] != added_codes[None, block]) & \
                 (scores > bars[:, None])
+            if probes is not None and added_lists is not None:
+                # only the pairs left (few): is the chunk's list one the search probes?
+                rows, columns = np.nonzero(eligible)
+                eligible[rows, columns] = \
+                    (probes[rows] == added_lists[block][columns][:, None]).any(axis=1)
             for row in np.flatnonzero(eligible.any(axis=1)):
-                entries[row].merge(added_ids[block], scores[row], added_writers[block])
+                entries[row].merge(added_ids[block], scores[row], added_writers[block],
+                                   None if probes is None else eligible[row])
                 entry = entries[row]
                 bars[row] = -np.inf if entry.exhausted else entry.scores[-1]
 
     def adopt(self, store: Store, position: int, writer: str, vectors: np.ndarray,
-              chunks: list[np.ndarray], scores: np.ndarray, ids: np.ndarray) -> int:
+              chunks: list[np.ndarray], scores: np.ndarray, ids: np.ndarray,
+              codes: IVFCodes | None = None) -> int:
         """Take in the lists of documents just stored by ``writer`` (``chunks``: each one's
         chunk row ids, in the order of ``vectors``), found by a search of the index at change-
         log ``position`` with ``writer``'s chunks excluded: each list is then what this cache
         would search for the document, provided the cache stood at that position with this
         ``k`` (the lists must not hold chunks added after it, which a catch-up would merge
-        again) and the search went deep enough. Otherwise nothing is taken. How many were."""
-        if self.k is None or self.position != position or not len(chunks):
+        again), the search went deep enough and scored as the cache does (``codes``: how the
+        index searched scores, None for exact vectors; the cache's codebooks). Otherwise
+        nothing is taken. How many were."""
+        if self.k is None or self.position != position or not len(chunks) or \
+                self.codebook != (None if codes is None else codes.fingerprint):
             return 0
         depth = self.k + self.spare
         if ids.shape[1] < depth:
             return 0
         doc_pks = store.documents_of_chunks([int(own[0]) for own in chunks if len(own)])
+        probes = self.lists_for(codes, vectors)
         taken = 0
         for row, own in enumerate(chunks):
             if not len(own) or int(own[0]) not in doc_pks:
@@ -190,7 +231,7 @@ class NeighbourCache:
             self.entries[doc_pks[int(own[0])]] = CachedNeighbours(
                 writer, np.array(vectors[row], dtype=np.float32), np.asarray(own, np.int64),
                 ids[row, :depth][live].copy(), scores[row, :depth][live].astype(np.float32),
-                depth)
+                depth, probes[row])
             taken += 1
         self.adopted += taken
         self.revision += taken

@@ -22,7 +22,9 @@ documents the sample holds, with their vectors) are saved with the lists: drawn 
 sample of 100 writers at 100,000 chunks reads every writer's row ids and 1,800 documents'
 chunk vectors, about 0.2 s. A saved draw is used only while its writer's document version is
 the one it was drawn at, exactly as between two screens of one handle. The writers' chunk
-row ids are not saved: a screen reads those of a few writers only.
+row ids are not saved: a screen reads those of a few writers only. Lists found on a trained
+IVF-PQ index carry the fingerprint of its codebooks and each document's probed lists; a handle
+whose index was trained anew since starts over (:meth:`NeighbourCache.catch_up`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from trishield.kb.neighbour_cache import CachedNeighbours, NeighbourCache
 from trishield.kb.reference_draw import WriterDraw
 
 FILE = "ring1-neighbours.npz"
-FORMAT = 2
+FORMAT = 3
 """Bumped when the arrays below change meaning; a file of another format is ignored."""
 
 log = logging.getLogger("trishield.kb")
@@ -113,7 +115,10 @@ def save(cache: NeighbourCache, path: Path, identity: dict[str, Any], dimension:
     doc_pks = list(cache.entries)
     entries = [cache.entries[pk] for pk in doc_pks]
     header = {"format": FORMAT, "identity": identity, "position": cache.position,
-              "k": cache.k, "draw_seed": cache.draws.seed}
+              "k": cache.k, "draw_seed": cache.draws.seed, "codebook": cache.codebook}
+    probed = [entry.probes for entry in entries]
+    if cache.codebook is not None and any(lists is None for lists in probed):
+        raise ValueError("a list scored through IVF-PQ codes has no probed lists")
     arrays = {
         "header": np.array(json.dumps(header, sort_keys=True)),
         "doc_pks": np.array(doc_pks, dtype=np.int64),
@@ -126,6 +131,8 @@ def save(cache: NeighbourCache, path: Path, identity: dict[str, Any], dimension:
         "list_offsets": _offsets([entry.ids for entry in entries]),
         "ids": _joined([entry.ids for entry in entries], np.int64),
         "scores": _joined([entry.scores for entry in entries], np.float32),
+        "probes": (np.stack(probed).astype(np.int64) if cache.codebook is not None and entries
+                   else np.zeros((len(entries), 0), np.int64)),
     } | _draw_arrays(cache, dimension)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -163,6 +170,9 @@ def _read(saved: Any, identity: dict[str, Any], dimension: int) -> NeighbourCach
     position, k = header.get("position"), header.get("k")
     if not (_is_count(position) and _is_count(k) and k > 0):
         raise _Unusable("the position or k is not a count")
+    codebook = header.get("codebook")
+    if codebook is not None and not isinstance(codebook, str):
+        raise _Unusable("the codebook fingerprint is not a string")
     doc_pks, writers, depths = saved["doc_pks"], saved["writers"], saved["depths"]
     vectors = saved["vectors"]
     count = len(doc_pks)
@@ -170,6 +180,11 @@ def _read(saved: Any, identity: dict[str, Any], dimension: int) -> NeighbourCach
             or vectors.dtype != np.float32 or len(writers) != count or len(depths) != count \
             or vectors.shape != (count, dimension) or len(set(doc_pks.tolist())) != count:
         raise _Unusable("the documents' arrays do not agree")
+    probes = saved["probes"]
+    if probes.dtype != np.int64 or probes.ndim != 2 or len(probes) != count or \
+            (count and (codebook is None) != (probes.shape[1] == 0)) or \
+            (count and codebook is not None and (np.diff(probes, axis=1) < 0).any()):
+        raise _Unusable("the probed lists do not agree with the codebook")
     own = _split(saved["own_offsets"], saved["own"], count, np.int64)
     offsets, found = saved["list_offsets"], saved["scores"]
     ids = _split(offsets, saved["ids"], count, np.int64)
@@ -184,10 +199,11 @@ def _read(saved: Any, identity: dict[str, Any], dimension: int) -> NeighbourCach
     if header.get("draw_seed") != cache.draws.seed:
         raise _Unusable("the reference sample was drawn with another seed")
     cache.draws.draws = _read_draws(saved, dimension)
-    cache.position, cache.k = position, k
+    cache.position, cache.k, cache.codebook = position, k, codebook
     for row, doc_pk in enumerate(doc_pks.tolist()):
-        cache.entries[doc_pk] = CachedNeighbours(str(writers[row]), vectors[row], own[row],
-                                                 ids[row], scores[row], int(depths[row]))
+        cache.entries[doc_pk] = CachedNeighbours(
+            str(writers[row]), vectors[row], own[row], ids[row], scores[row],
+            int(depths[row]), None if codebook is None else probes[row])
     return cache
 
 

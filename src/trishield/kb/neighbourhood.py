@@ -68,8 +68,8 @@ class StoredNeighbourhood:
 
     Built for one ingest, under the write lock, from the dense index of the current
     generation; it reads the store lazily and caches what it read. ``cache`` is the KB
-    handle's, kept between writes: its reference draws always, its neighbour lists where the
-    index allows (:meth:`NeighbourCache.usable`).
+    handle's, kept between writes: its reference draws and its neighbour lists (on a trained
+    IVF-PQ index, scored through the index's codes: :class:`NeighbourCache`).
     """
 
     def __init__(self, store: Store, dense: DenseIndex, dimension: int, writer: str, *,
@@ -81,7 +81,7 @@ class StoredNeighbourhood:
         self._draws = cache.draws if cache is not None else ReferenceDraws()
         self._known_chunks = cache.chunks if cache is not None else WriterChunks()
         self._versions: dict[str, tuple[int, int]] | None = None
-        self._cache = cache if cache is not None and cache.usable(dense) else None
+        self._cache = cache
         self._reference_pks: list[int] = []
         self._counts: dict[str, int] | None = None
         self._total: int | None = None
@@ -150,7 +150,7 @@ class StoredNeighbourhood:
             return 0
         queries, _, scores, ids = kept
         return cache.adopt(self._store, self._batch_position, self._writer, queries[rows],
-                           chunks, scores[rows], ids[rows])
+                           chunks, scores[rows], ids[rows], self._dense.codes)
 
     def _writer_chunks(self, writer: str) -> np.ndarray:
         """Chunk row ids of ``writer``'s stored documents, read once."""
@@ -226,7 +226,7 @@ class StoredNeighbourhood:
         writers excluded, as without a cache."""
         cache, sample = self._cache, self._reference
         assert cache is not None and sample is not None
-        cache.catch_up(self._store, self._dimension, k)
+        cache.catch_up(self._store, self._dimension, k, self._dense.codes)
         missing = [row for row, pk in enumerate(self._reference_pks) if pk not in cache.entries]
         if missing:
             self._cache_documents(cache, missing, k + cache.spare)
@@ -247,11 +247,12 @@ class StoredNeighbourhood:
         doc_pks = [self._reference_pks[row] for row in rows]
         own_chunks = self._store.chunk_pks_of_documents(doc_pks)
         lists = self._nearest_by_others(rows, depth, None)
-        for row, doc_pk in zip(rows, doc_pks, strict=True):
+        probes = cache.lists_for(self._dense.codes, sample.vectors[rows])
+        for row, doc_pk, reached in zip(rows, doc_pks, probes, strict=True):
             row_ids, row_scores = lists[row]
             cache.put(doc_pk, CachedNeighbours(
                 sample.writers[row], sample.vectors[row].copy(), own_chunks[doc_pk],
-                row_ids.copy(), row_scores.astype(np.float32), depth))
+                row_ids.copy(), row_scores.astype(np.float32), depth, reached))
 
     def _nearest_by_others(self, rows: list[int], depth: int, excluding: np.ndarray | None
                            ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
