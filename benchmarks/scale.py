@@ -54,6 +54,7 @@ import numpy as np
 
 import trishield.kb.indexes as indexes
 import trishield.kb.knowledge_base as knowledge_base
+from trishield.config import data_dir
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
 from trishield.kb.indexes import DENSE_KINDS, IVF_NPROBE
@@ -68,8 +69,9 @@ QUERIES = 200
 INGESTS = 20
 SEED = 19
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.json"
-DATA = Path(os.environ.get("TRISHIELD_DATA", Path(__file__).resolve().parents[1].parent /
-                           "shared" / "data"))
+DATA = data_dir()
+"""The public data (SQuAD passages for the generated text): ``TRISHIELD_DATA_DIR``, else
+``../shared/data``, as everywhere in TriShield (benchmarks/README.md)."""
 
 
 def say(text: str = "") -> None:
