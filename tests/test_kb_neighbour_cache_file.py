@@ -5,6 +5,7 @@ made in between; a file that cannot be used is ignored."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -123,7 +124,8 @@ def _other_kb_file(tmp_path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another kb", "old format",
-                                    "unsorted list", "draw without a vector"])
+                                    "unsorted list", "draw without a vector",
+                                    "codebook without probed lists"])
 def test_a_saved_file_that_cannot_be_used_is_ignored(
         tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -138,6 +140,13 @@ def test_a_saved_file_that_cannot_be_used_is_ignored(
         path.write_bytes(good[:len(good) // 2])
     elif damage == "another kb":
         path.write_bytes(_other_kb_file(tmp_path))
+    elif damage == "codebook without probed lists":  # lists said to be scored by IVF-PQ codes
+        with np.load(path) as saved:
+            arrays = dict(saved)
+        header = json.loads(str(arrays["header"]))
+        arrays["header"] = np.array(json.dumps(header | {"codebook": "0" * 64}))
+        with path.open("wb") as handle:
+            np.savez(handle, **arrays)
     else:
         with KnowledgeBase.open(tmp_path / "kb") as kb:
             cache = neighbour_cache_file.load(path, kb._neighbour_identity(), kb.dimension)
