@@ -160,7 +160,7 @@ class DenseIndex:
         """Add rows (their ids must not be in the index: remove a reused id first)."""
         if not len(ids):
             return
-        with _threads(SINGLE_QUERY_THREADS if len(ids) <= SMALL_ADD_ROWS else None):
+        with _threads(_threads_for(len(ids))):
             self.index.add_with_ids(
                 np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.dimension),
                 np.ascontiguousarray(ids, dtype=np.int64))
@@ -346,7 +346,8 @@ class IVFCodes:
         """``(n, IVF_NPROBE)`` ids of the lists a search of each query reads, sorted (-1
         pads when the index has fewer lists)."""
         queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.index.d)
-        _, lists = self.index.quantizer.search(queries, IVF_NPROBE)
+        with _threads(_threads_for(len(queries))):
+            _, lists = self.index.quantizer.search(queries, IVF_NPROBE)
         return np.sort(lists.astype(np.int64), axis=1)
 
     def decoded(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -355,8 +356,16 @@ class IVFCodes:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.index.d)
         if not len(vectors):
             return np.zeros(0, np.int64), vectors
-        lists = self.index.quantizer.assign(vectors, 1).reshape(-1).astype(np.int64)
-        return lists, self.index.sa_decode(self.index.sa_encode(vectors))
+        with _threads(_threads_for(len(vectors))):
+            lists = self.index.quantizer.assign(vectors, 1).reshape(-1).astype(np.int64)
+            return lists, self.index.sa_decode(self.index.sa_encode(vectors))
+
+
+def _threads_for(rows: int) -> int | None:
+    """OpenMP threads for work on ``rows`` rows: one for a write's worth (see
+    :data:`SINGLE_QUERY_THREADS`: decoding one row's code took 12 ms on two threads of a busy
+    machine), the default for more."""
+    return SINGLE_QUERY_THREADS if rows <= SMALL_ADD_ROWS else None
 
 
 @contextmanager
