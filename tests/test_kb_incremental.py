@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import trishield.kb.indexes as indexes
 import trishield.kb.knowledge_base as knowledge_base
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.change_log import Position
@@ -273,6 +274,38 @@ def test_ivfpq_is_exact_until_trained(tmp_path: Path) -> None:
         vector = kb.embedder.encode(["kayaks bought in store 2"])[0]
         scores = np.array([s for _, s in dense.search(vector, 8)])
         assert np.all(np.diff(scores) <= 1e-6) and len(scores) == 8
+
+
+def test_ivfpq_codes_rank_the_probed_lists_as_a_search_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Ring 1's neighbour cache relies on (kb/neighbour_cache.py): a trained IVF-PQ
+    search ranks the rows of the lists it probes by the query's product with their decoded
+    codes, so both can be computed outside the search and give its result."""
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((1200, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = np.arange(1, len(vectors) + 1, dtype=np.int64)
+    assert DenseIndex.build("ivfpq", 384, ids, vectors).codes is None  # exact until trained
+    monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", 1000)  # 128 lists, 32 probed
+    dense = DenseIndex.build("ivfpq", 384, ids, vectors)
+    codes = dense.codes
+    assert codes is not None and dense.index.nlist > indexes.IVF_NPROBE
+    lists, decoded = codes.decoded(vectors)
+    queries = vectors[:20] + 0.5 * rng.standard_normal((20, 384)).astype(np.float32)
+    scores, found = dense.search_many(queries, 30)
+    for query, probed, row_scores, row_ids in zip(queries, codes.probes(queries), scores,
+                                                  found, strict=True):
+        reached = np.isin(lists, probed)
+        assert not reached.all()  # some lists are out of this search's reach
+        mine = np.where(reached, decoded @ query, -np.inf)
+        order = np.argsort(-mine, kind="stable")[:30]
+        assert ids[order].tolist() == row_ids.tolist()
+        np.testing.assert_allclose(mine[order], row_scores, rtol=0, atol=1e-5)
+    # the same rows train the same codebooks (seeded); other rows train others
+    again = DenseIndex.build("ivfpq", 384, ids, vectors).codes
+    other = DenseIndex.build("ivfpq", 384, ids[1:], vectors[1:]).codes
+    assert again is not None and other is not None
+    assert again.fingerprint == codes.fingerprint != other.fingerprint
 
 
 def test_a_lexical_table_built_with_another_analyzer_is_rebuilt(demo_kb_dir: Path) -> None:
