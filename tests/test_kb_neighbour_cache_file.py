@@ -66,6 +66,21 @@ def _count_searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return searched
 
 
+def _screen_after_writes_by_another_handle(directory: Path, searched: list[int]) -> int:
+    """Writes by another handle between two screens: the saved lists are caught up from the
+    change log and only the seven new documents are searched, with the scores a fresh search
+    gives. How many writers' draws the screen redrew."""
+    with KnowledgeBase.open(directory) as kb:
+        _write(kb, "w03", 3, seed=1)
+        _write(kb, "fresh", 4, seed=2)
+    with KnowledgeBase.open(directory) as kb:
+        _screen(kb)
+        assert searched[-1] == 7
+        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
+                                   atol=ROUNDING)
+        return kb._neighbour_cache.draws.redrawn
+
+
 def test_a_closed_handles_lists_serve_the_next_handle_exactly(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _many_writers_kb(tmp_path / "kb", WRITERS, secluded=frozenset({"archive"}))
@@ -83,16 +98,7 @@ def test_a_closed_handles_lists_serve_the_next_handle_exactly(
         assert len(kb._neighbour_cache.entries) == saved_entries
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
-    # writes by another handle between two screens: the saved lists are caught up from the
-    # change log, and only the new documents are searched
-    with KnowledgeBase.open(tmp_path / "kb") as kb:
-        _write(kb, "w03", 3, seed=1)
-        _write(kb, "fresh", 4, seed=2)
-    with KnowledgeBase.open(tmp_path / "kb") as kb:
-        _screen(kb)
-        assert searched[-1] == 7 and kb._neighbour_cache.draws.redrawn == 2
-        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
-                                   atol=ROUNDING)
+    assert _screen_after_writes_by_another_handle(tmp_path / "kb", searched) == 2
     # a deletion drops the lists that held its chunks (searched again when next needed)
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         kb.delete_many(["w05-0", "archive-3"], by="admin")
@@ -267,11 +273,4 @@ def test_lists_scored_through_ivfpq_codes_serve_the_next_handle_exactly(
                    for entry in cache.entries.values())
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
-    with KnowledgeBase.open(tmp_path / "kb") as kb:
-        _write(kb, "w03", 3, seed=1)
-        _write(kb, "fresh", 4, seed=2)
-    with KnowledgeBase.open(tmp_path / "kb") as kb:
-        _screen(kb)
-        assert searched[-1] == 7
-        np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
-                                   atol=ROUNDING)
+    _screen_after_writes_by_another_handle(tmp_path / "kb", searched)
