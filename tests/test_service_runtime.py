@@ -26,7 +26,9 @@ def test_the_freeze_hides_what_lives_now_and_not_what_comes_later() -> None:
     try:
         frozen = freeze_startup_heap()
         later: list[object] = []
-        assert frozen == gc.get_freeze_count() >= len(started)
+        # Frozen objects may still die (a thread another test left running frees its own),
+        # but none joins the frozen set until the next freeze: the count can only fall.
+        assert len(started) <= gc.get_freeze_count() <= frozen
         assert not _collector_sees(started[0])  # never traversed by a collection again
         assert _collector_sees(later)  # a request's objects are collected as before
     finally:
