@@ -1,12 +1,13 @@
-"""Ring 1's S_out after retrieval: its own median is np.median's, bit for bit (the pool's
-outlier scores, and so the verdicts, must not move with the faster median)."""
+"""Ring 1's S_out: its own median is np.median's, bit for bit (the pool's outlier scores after
+retrieval, the writer-balanced baseline at ingest, and so the verdicts, must not move with the
+faster median)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from trishield.rings.outlier import median, outlier_scores
+from trishield.rings.outlier import median, outlier_scores, writer_balanced_baseline
 
 
 def test_median_is_numpys_bit_for_bit() -> None:
@@ -48,3 +49,33 @@ def test_pool_outlier_scores_single_out_the_passage_unlike_the_rest() -> None:
     scores = outlier_scores(pool, pool)
     assert scores is not None and int(np.argmax(scores)) == 7 and scores[7] > 0.5
     assert outlier_scores(pool[:19], pool[:19]) is None  # too small a neighbourhood
+
+
+def _numpy_baseline(groups: list[np.ndarray]) -> tuple[float, float]:
+    """The writer-balanced baseline as it was written with ``np.median`` throughout."""
+    centre = float(np.median([np.median(group) for group in groups]))
+    spread = float(np.median([np.median(np.abs(group - centre)) for group in groups]))
+    return centre, spread * 1.4826 or 1e-6
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_writer_balanced_baseline_is_numpys_bit_for_bit(dtype: type) -> None:
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        writers = int(rng.integers(2, 40))
+        groups = [(0.4 + 0.1 * rng.standard_normal(int(rng.integers(1, 12)))).astype(dtype)
+                  for _ in range(writers)]
+        if trial % 3 == 0:  # ties: writers with the same values, rounded statistics
+            groups = [np.round(group, 2).astype(dtype) for group in groups]
+            groups[1] = groups[0].copy()
+        got = writer_balanced_baseline(groups)
+        expected = _numpy_baseline(groups)
+        assert [np.float64(v).tobytes() for v in got] == \
+            [np.float64(v).tobytes() for v in expected], (groups, got, expected)
+
+
+def test_writer_balanced_baseline_keeps_a_nan_and_a_zero_spread_as_numpy_did() -> None:
+    centre, sigma = writer_balanced_baseline([np.array([0.5, np.nan]), np.array([0.4])])
+    assert np.isnan(centre) and np.isnan(sigma)
+    same = [np.full(3, 0.5, dtype=np.float32), np.full(2, 0.5, dtype=np.float32)]
+    assert writer_balanced_baseline(same) == _numpy_baseline(same) == (0.5, 1e-6)
