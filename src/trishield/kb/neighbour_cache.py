@@ -91,6 +91,101 @@ class CachedNeighbours:
         self.ids, self.scores = merged_ids[order], merged_scores[order]
 
 
+def _bar(entry: CachedNeighbours) -> float:
+    """The score an added chunk must beat to enter ``entry``'s list (-inf: exhausted)."""
+    return -np.inf if entry.exhausted else float(entry.scores[-1])
+
+
+class _EntryRows:
+    """The cached documents' vectors, writers (as codes), bars and probed lists as arrays,
+    one row per :class:`CachedNeighbours` object, kept between catch-ups.
+
+    Why: a catch-up scores the added chunks against every cached document at once, and
+    gathering those arrays from about 2,000 entries each time (a stack of their vectors, a
+    list of their bars) cost about 3-4 ms of a 30 ms screened write at 100,000 chunks. Rows
+    are matched to entries by object identity, so an entry replaced under its document
+    (``put``, ``adopt``, a loaded file) gets a new row, and rows no entry holds any more are
+    dropped when they outnumber the live ones.
+
+    A row's bar is set from its entry when the row is made and raised after each merge
+    :meth:`NeighbourCache._merge_added` makes; merging only ever raises a list's bar, so a
+    bar that missed a merge elsewhere would be lower than the list's and only let more
+    chunks through to :meth:`CachedNeighbours.merge`, which checks the score itself."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}  # kept when the rows are dropped: codes stay valid
+        self._reset(0)
+
+    def _reset(self, dimension: int) -> None:
+        self._rows: dict[int, tuple[CachedNeighbours, int]] = {}
+        self.vectors = np.zeros((0, dimension), dtype=np.float32)
+        self.writers = np.zeros(0, dtype=np.int64)
+        self.bars = np.zeros(0, dtype=np.float32)
+        self._probes: list[np.ndarray | None] = []
+        self.used = 0
+
+    def writer_codes(self, names: list[str]) -> np.ndarray:
+        """One integer per writer name, the same for a name every time."""
+        codes = self._codes
+        return np.array([codes.setdefault(name, len(codes)) for name in names],
+                        dtype=np.int64)
+
+    def align(self, entries: dict[int, CachedNeighbours]) -> np.ndarray:
+        """The row of each of ``entries`` (in their order), rows added for entry objects not
+        seen before; first dropping every row when the stale ones outnumber the live."""
+        if self.used > 2 * len(entries) + 256:
+            self._reset(self.vectors.shape[1])
+        rows = np.empty(len(entries), dtype=np.int64)
+        fresh: list[tuple[int, int, CachedNeighbours]] = []
+        for at, (doc_pk, entry) in enumerate(entries.items()):
+            known = self._rows.get(doc_pk)
+            if known is not None and known[0] is entry:
+                rows[at] = known[1]
+            else:
+                fresh.append((at, doc_pk, entry))
+        if fresh:
+            self._append(fresh, rows)
+        return rows
+
+    def _append(self, fresh: list[tuple[int, int, CachedNeighbours]], rows: np.ndarray
+                ) -> None:
+        """Rows for the ``fresh`` entries (``(position, doc_pk, entry)``), their positions
+        in ``rows`` set."""
+        entries = [entry for _, _, entry in fresh]
+        vectors = np.stack([entry.vector for entry in entries]).astype(np.float32, copy=False)
+        if vectors.shape[1] != self.vectors.shape[1]:
+            if self.used:
+                raise ValueError(f"a cached document's vector has {vectors.shape[1]} "
+                                 f"dimensions, the others {self.vectors.shape[1]}")
+            self._reset(vectors.shape[1])
+        first = self.used
+        end = first + len(entries)
+        if end > len(self.vectors):
+            size = max(2 * len(self.vectors), end, 64)
+            self.vectors = _grown(self.vectors, size)
+            self.writers = _grown(self.writers, size)
+            self.bars = _grown(self.bars, size)
+        self.vectors[first:end] = vectors
+        self.writers[first:end] = self.writer_codes([entry.writer for entry in entries])
+        self.bars[first:end] = [_bar(entry) for entry in entries]
+        self._probes.extend(entry.probes for entry in entries)
+        for row, (at, doc_pk, entry) in enumerate(fresh, start=first):
+            rows[at] = row
+            self._rows[doc_pk] = (entry, row)
+        self.used = end
+
+    def probes_of(self, rows: np.ndarray) -> np.ndarray:
+        """The probed lists of ``rows`` (entries cached under a trained IVF-PQ index)."""
+        return np.stack([self._probes[row] for row in rows.tolist()])
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """``array`` with room for ``size`` rows (its rows kept)."""
+    grown = np.zeros((size, *array.shape[1:]), dtype=array.dtype)
+    grown[:len(array)] = array
+    return grown
+
+
 class NeighbourCache:
     """Per-document neighbour lists of one KB handle, at one change-log position and one ``k``
     (see the module docstring), the handle's reference draws (which documents the sample
@@ -105,6 +200,7 @@ class NeighbourCache:
         self.position: int | None = None
         self.k: int | None = None
         self.entries: dict[int, CachedNeighbours] = {}
+        self._rows = _EntryRows()
         self.codebook: str | None = None
         """The fingerprint of the IVF-PQ codebooks the lists were scored under (None: an
         exact or HNSW index, scored by exact vectors)."""
@@ -171,38 +267,37 @@ class NeighbourCache:
         chunk that beats the list's last score, or any other writer's chunk for an exhausted
         list; on a trained IVF-PQ index, scored through its code and only where the
         document's search probes its inverted list), which :meth:`CachedNeighbours.merge`
-        would otherwise find by itself, list by list (2,000 calls a write)."""
+        would otherwise find by itself, list by list (2,000 calls a write). The documents'
+        vectors, writers, bars and probed lists come from :class:`_EntryRows`, kept between
+        catch-ups, not gathered from the entries anew each time."""
         added_lists = None
         if codes is not None:
             added_lists, added = codes.decoded(added)
         writers = store.chunk_writers(added_ids.tolist())
         added_writers = np.array([writers.get(int(pk), "") for pk in added_ids], dtype=object)
-        names = {name: code for code, name in enumerate(sorted(
-            set(added_writers.tolist()) | {entry.writer for entry in self.entries.values()}))}
-        added_codes = np.array([names[name] for name in added_writers.tolist()],
-                               dtype=np.int64)
-        doc_pks = list(self.entries)
-        entries = [self.entries[pk] for pk in doc_pks]
-        vectors = np.stack([entry.vector for entry in entries])
-        entry_codes = np.array([names[entry.writer] for entry in entries], dtype=np.int64)
-        bars = np.array([-np.inf if entry.exhausted else entry.scores[-1] for entry in entries],
-                        dtype=np.float32)
-        probes = None if added_lists is None else np.stack([entry.probes for entry in entries])
+        arrays = self._rows
+        rows = arrays.align(self.entries)
+        added_codes = arrays.writer_codes(added_writers.tolist())
+        entries = list(self.entries.values())
+        entry_codes = arrays.writers[rows]
+        bars = arrays.bars[rows]
+        probes = None if added_lists is None else arrays.probes_of(rows)
+        stored = arrays.vectors[:arrays.used]
         for start in range(0, len(added_ids), SCORE_BLOCK):
             block = slice(start, start + SCORE_BLOCK)
-            scores = (vectors @ added[block].T).astype(np.float32)
+            scores = (stored @ added[block].T)[rows].astype(np.float32)
             eligible = (entry_codes[:, None] != added_codes[None, block]) & \
                 (scores > bars[:, None])
             if probes is not None and added_lists is not None:
                 # only the pairs left (few): is the chunk's list one the search probes?
-                rows, columns = np.nonzero(eligible)
-                eligible[rows, columns] = \
-                    (probes[rows] == added_lists[block][columns][:, None]).any(axis=1)
+                hit_rows, columns = np.nonzero(eligible)
+                eligible[hit_rows, columns] = \
+                    (probes[hit_rows] == added_lists[block][columns][:, None]).any(axis=1)
             for row in np.flatnonzero(eligible.any(axis=1)):
-                entries[row].merge(added_ids[block], scores[row], added_writers[block],
-                                   None if probes is None else eligible[row])
                 entry = entries[row]
-                bars[row] = -np.inf if entry.exhausted else entry.scores[-1]
+                entry.merge(added_ids[block], scores[row], added_writers[block],
+                            None if probes is None else eligible[row])
+                bars[row] = arrays.bars[rows[row]] = _bar(entry)
 
     def adopt(self, store: Store, position: int, writer: str, vectors: np.ndarray,
               chunks: list[np.ndarray], scores: np.ndarray, ids: np.ndarray,

@@ -59,7 +59,8 @@ def _first_kept(entries: list[CachedNeighbours], own: np.ndarray, k: int
     rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
     take = rank < k
     scores[rows[take], rank[take]] = found[keep][take]
-    exhausted = np.array([entry.exhausted for entry in entries], dtype=bool)
+    # CachedNeighbours.exhausted, without a property call per list
+    exhausted = lengths < np.array([entry.depth for entry in entries], dtype=np.int64)
     return scores, np.flatnonzero((counts < k) & ~exhausted).tolist()
 
 
