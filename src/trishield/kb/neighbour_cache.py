@@ -97,8 +97,9 @@ def _bar(entry: CachedNeighbours) -> float:
 
 
 class _EntryRows:
-    """The cached documents' vectors, writers (as codes), bars and probed lists as arrays,
-    one row per :class:`CachedNeighbours` object, kept between catch-ups.
+    """The cached documents' vectors, writers (as codes) and bars as arrays, and their probed
+    lists (a trained IVF-PQ index; stacked when asked), one row per :class:`CachedNeighbours`
+    object, kept between catch-ups.
 
     Why: a catch-up scores the added chunks against every cached document at once, and
     gathering those arrays from about 2,000 entries each time (a stack of their vectors, a
@@ -222,6 +223,7 @@ class NeighbourCache:
                 where.current - self.position > CATCH_UP_MAX or self.codebook != codebook:
             if self.entries:
                 self.entries.clear()
+                self._rows = _EntryRows()
                 self.revision += 1
             self.position, self.k, self.codebook = where.current, k, codebook
             return
