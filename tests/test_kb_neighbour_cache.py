@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trishield.kb.neighbour_cache import CachedNeighbours, _bar, _EntryRows
+from trishield.kb.neighbour_cache import CachedNeighbours, _EntryRows
 
 DIMENSION = 8
 
@@ -28,7 +28,7 @@ def _assert_rows_match(arrays: _EntryRows, entries: dict[int, CachedNeighbours])
     assert len(set(rows.tolist())) == len(rows)
     assert np.array_equal(arrays.vectors[rows], np.stack([e.vector for e in listed]))
     assert np.array_equal(arrays.bars[rows],
-                          np.array([_bar(e) for e in listed], dtype=np.float32))
+                          np.array([e.bar for e in listed], dtype=np.float32))
     codes = arrays.writers[rows]
     assert np.array_equal(codes, asked_before)  # a writer's code outlives dropped rows
     assert len(set(codes.tolist())) == len(set(names))

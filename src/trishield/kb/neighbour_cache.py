@@ -74,6 +74,11 @@ class CachedNeighbours:
         """The KB held fewer eligible chunks than the depth: the list is all of them."""
         return len(self.ids) < self.depth
 
+    @property
+    def bar(self) -> float:
+        """The score an added chunk must beat to enter the list (-inf: exhausted)."""
+        return -np.inf if self.exhausted else float(self.scores[-1])
+
     def merge(self, ids: np.ndarray, scores: np.ndarray, writers: np.ndarray,
               reachable: np.ndarray | None = None) -> None:
         """Take in added chunks (``writers`` of each): those of other writers that rank, of
@@ -89,11 +94,6 @@ class CachedNeighbours:
         merged_scores = np.concatenate([self.scores, scores[eligible]])
         order = np.argsort(-merged_scores, kind="stable")[:self.depth]
         self.ids, self.scores = merged_ids[order], merged_scores[order]
-
-
-def _bar(entry: CachedNeighbours) -> float:
-    """The score an added chunk must beat to enter ``entry``'s list (-inf: exhausted)."""
-    return -np.inf if entry.exhausted else float(entry.scores[-1])
 
 
 class _EntryRows:
@@ -168,7 +168,7 @@ class _EntryRows:
             self.bars = _grown(self.bars, size)
         self.vectors[first:end] = vectors
         self.writers[first:end] = self.writer_codes([entry.writer for entry in entries])
-        self.bars[first:end] = [_bar(entry) for entry in entries]
+        self.bars[first:end] = [entry.bar for entry in entries]
         self._probes.extend(entry.probes for entry in entries)
         for row, (at, doc_pk, entry) in enumerate(fresh, start=first):
             rows[at] = row
@@ -299,7 +299,7 @@ class NeighbourCache:
                 entry = entries[row]
                 entry.merge(added_ids[block], scores[row], added_writers[block],
                             None if probes is None else eligible[row])
-                bars[row] = arrays.bars[rows[row]] = _bar(entry)
+                bars[row] = arrays.bars[rows[row]] = entry.bar
 
     def adopt(self, store: Store, position: int, writer: str, vectors: np.ndarray,
               chunks: list[np.ndarray], scores: np.ndarray, ids: np.ndarray,
