@@ -6,6 +6,7 @@ through writes is tested end to end in ``test_kb_neighbourhood.py``."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from trishield.kb.neighbour_cache import CachedNeighbours, _EntryRows
 
@@ -67,3 +68,23 @@ def test_a_raised_bar_is_kept_and_an_empty_cache_has_no_rows() -> None:
     arrays.bars[rows[1]] = 0.99  # as _merge_added records a merge
     assert arrays.align(entries)[1] == rows[1] and arrays.bars[rows[1]] == np.float32(0.99)
     assert len(arrays.align({})) == 0
+
+
+def test_rows_seeded_from_one_array_are_those_align_would_make() -> None:
+    rng = np.random.default_rng(9)
+    entries = {pk: _entry(rng, f"w{pk % 5}", pk % 3 == 0) for pk in range(50)}
+    stacked = np.stack([entry.vector for entry in entries.values()])
+    for entry, row in zip(entries.values(), stacked, strict=True):
+        entry.vector = row  # as the saved lists' file gives them: rows of one array
+    arrays = _EntryRows()
+    arrays.seed(entries, stacked)
+    assert np.array_equal(arrays.align(entries), np.arange(50)) and arrays.used == 50
+    _assert_rows_match(arrays, entries)
+    entries[99] = _entry(rng, "new", False)  # a row appended later leaves the array alone
+    before = stacked.copy()
+    _assert_rows_match(arrays, entries)
+    assert np.array_equal(stacked, before) and arrays.used == 51
+    with pytest.raises(ValueError, match="rows made already"):
+        arrays.seed(entries, np.zeros((51, DIMENSION), np.float32))
+    with pytest.raises(ValueError, match="49 vectors for 51 entries"):
+        _EntryRows().seed(entries, np.zeros((49, DIMENSION), np.float32))

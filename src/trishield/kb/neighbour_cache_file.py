@@ -204,6 +204,7 @@ def _read(saved: Any, identity: dict[str, Any], dimension: int) -> NeighbourCach
         cache.entries[doc_pk] = CachedNeighbours(
             str(writers[row]), vectors[row], own[row], ids[row], scores[row],
             int(depths[row]), None if codebook is None else probes[row])
+    cache.seed_rows(vectors)  # the entries' vectors are rows of this array already
     return cache
 
 
