@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale import DATA, SEED, Synthetic, percentiles, set_kind
 from trishield.kb import Document, KnowledgeBase, neighbour_cache_file
 from trishield.kb.chunking import chunk_document
-from trishield.kb.indexes import DENSE_KINDS
+from trishield.kb.indexes import DENSE_KINDS, DenseIndex
 from trishield.kb.neighbour_cache import NeighbourCache
 from trishield.kb.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
@@ -74,11 +74,16 @@ def load(kb: KnowledgeBase, synthetic: Synthetic, rows: int, writers: int) -> No
 
 
 def screen_one(kb: KnowledgeBase, guard: IngestGuard, synthetic: Synthetic, writer: str,
-               number: int, cache: NeighbourCache | None, store: bool) -> float:
+               number: int, cache: NeighbourCache | None, store: bool,
+               new_process: bool = False) -> float:
     """Seconds of Ring 1's screen of one new one-chunk document by ``writer`` (the dense
     index brought up to date first, as ``_screen`` does, not timed); the document is stored
-    afterwards when ``store``."""
+    afterwards when ``store``. With ``new_process`` the screen searches the index as a
+    process that has just loaded it would: the same rows, and none of what an index builds
+    after its first searches (an exact index's half-precision copy, ``kb/indexes.py``)."""
     _, dense, _ = kb._refresh_indexes(persist=False)
+    if new_process:
+        dense = DenseIndex(dense.kind, dense.dimension, dense.index)
     vector = synthetic.vectors(1, 50_000_000 + number)
     document = Document(id=f"{writer}-bench-{number}",
                         text=synthetic.texts(1, 90, 70_000_000 + number)[0])
@@ -134,7 +139,7 @@ def one_off_processes(kb: KnowledgeBase, guard: IngestGuard, synthetic: Syntheti
         cache = neighbour_cache_file.load(path, identity, kb.dimension) or NeighbourCache()
         loaded = time.perf_counter() - started
         seconds.append(loaded + screen_one(kb, guard, synthetic, f"w{n % writers}", base + n,
-                                           cache, store=True))
+                                           cache, store=True, new_process=True))
         started = time.perf_counter()
         neighbour_cache_file.save(cache, path, identity, kb.dimension)
         saves.append(time.perf_counter() - started)
