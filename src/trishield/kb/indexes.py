@@ -78,9 +78,11 @@ search in one service worker does not change another's; batches keep the default
 SMALL_ADD_ROWS = 1000
 HALF_SCAN_MIN_ROWS = 10_000
 """An exact index of at least this many rows is scanned through a half-precision copy
-(:mod:`trishield.kb.half_scan`): below it the rows fit the processor's caches and a flat
-scan is as fast (10,000 rows: 0.46 ms flat, 0.37 ms through the copy; 20,000: 1.17 / 0.64 ms;
-100,000: 8.3 / 4.7 ms, one thread)."""
+(:mod:`trishield.kb.half_scan`). Smaller, its rows sit in the processor's caches and the
+copy's re-scoring costs what it saves: at 10,000 rows a search of k=20 took 0.70 ms through
+the copy and 0.89 ms flat, a screen's search (k=42, 399 ids excluded) 0.96 / 1.36 ms, three
+of them at once 1.77 / 1.85 ms; at 100,000 rows 4.6 / 7.6, 4.4 / 8.1 and 10.6 / 19.3 ms
+(``benchmarks/half_scan.py``, p50; docs/scale.md)."""
 HALF_SCAN_AFTER = 10
 """Exact scans an index serves before it builds its half-precision copy: building it costs
 about ten scans (79 ms at 100,000 rows), so by then the scans have cost what the copy does
@@ -109,6 +111,11 @@ class DenseIndex:
         self.index = index if index is not None else self._empty()
         self.tombstones = self._count_tombstones()
         self._codes: IVFCodes | None = None
+        self.use_half_scan = True
+        """Whether this index may build and scan a half-precision copy of its rows (exact
+        kinds; see :meth:`_half_for`). Off before the copy is built, the index scans its flat
+        rows only and saves the copy's memory; off after, the copy is kept in step unread
+        (how ``benchmarks/half_scan.py`` compares the two on one KB)."""
         self._half: HalfScan | None = None
         self._half_refused = False
         self._full_scans = 0
@@ -341,7 +348,8 @@ class DenseIndex:
         as it would be alone (FAISS's row-by-row scan of a batch may round a score's last bit
         differently from a lone query's)."""
         rows = int(self.index.ntotal)
-        if self._half_refused or rows < HALF_SCAN_MIN_ROWS or reading(depth, past) > rows or \
+        if not self.use_half_scan or self._half_refused or rows < HALF_SCAN_MIN_ROWS or \
+                reading(depth, past) > rows or \
                 queries * self.dimension >= faiss.cvar.distance_compute_blas_threshold or \
                 not isinstance(self.index, faiss.IndexIDMap):
             return None
@@ -352,8 +360,7 @@ class DenseIndex:
             if self._full_scans < HALF_SCAN_AFTER:
                 return None
             half = HalfScan(self.dimension)
-            with _threads(None):
-                half.add(self._flat_rows())
+            half.add(self._flat_rows())
             self._half = half
             self._keep_half_in_step()
         return self._half
