@@ -78,6 +78,10 @@ def _screen_after_writes_by_another_handle(directory: Path, searched: list[int])
         assert searched[-1] == 7
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
+        chunks = kb._neighbour_cache.chunks
+        assert chunks.read_in_full == 1  # the new writer; w03's three documents read alone
+        for writer, known in chunks.known.items():
+            assert known.pks.tolist() == kb.store.chunk_pks_by_writer([writer])[writer].tolist()
         return kb._neighbour_cache.draws.redrawn
 
 
@@ -95,6 +99,7 @@ def test_a_closed_handles_lists_serve_the_next_handle_exactly(
         assert _screen(kb) == first
         assert searched == [sum(WRITERS.values())], "the second handle searched nothing"
         assert kb._neighbour_cache.draws.redrawn == 0, "nor drew its sample again"
+        assert kb._neighbour_cache.chunks.read_in_full == 0, "nor read a writer's chunk ids"
         assert len(kb._neighbour_cache.entries) == saved_entries
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
@@ -131,7 +136,7 @@ def _other_kb_file(tmp_path: Path) -> bytes:
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another kb", "old format",
                                     "unsorted list", "draw without a vector",
-                                    "codebook without probed lists"])
+                                    "codebook without probed lists", "unsorted chunk ids"])
 def test_a_saved_file_that_cannot_be_used_is_ignored(
         tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -162,6 +167,9 @@ def test_a_saved_file_that_cannot_be_used_is_ignored(
             elif damage == "draw without a vector":
                 draw = next(iter(cache.draws.draws.values()))
                 draw.vectors = draw.vectors[:-1]
+            elif damage == "unsorted chunk ids":
+                known = next(k for k in cache.chunks.known.values() if len(k.pks) > 1)
+                known.pks = known.pks[::-1].copy()
             else:
                 entry = next(e for e in cache.entries.values() if len(e.scores) > 1)
                 entry.scores = entry.scores[::-1].copy()
