@@ -3,8 +3,8 @@ the few rows it cannot tell apart re-scored from the full-precision rows.
 
 A flat index of 100,000 chunks of 384 floats is 154 MB; one query reads all of it, and on
 these cores that is bound by memory bandwidth (8.3 ms on one thread), not by arithmetic. The
-same rows stored as IEEE half floats are 77 MB and FAISS scans them in 4.7 ms (1M rows: 23.4
--> 11.0 ms at 300,000; docs/scale.md). A half float keeps 11 significant bits, so each
+same rows stored as IEEE half floats are 77 MB and FAISS scans them in 4.7 ms (300,000 rows:
+23.4 -> 11.0 ms; docs/scale.md). A half float keeps 11 significant bits, so each
 approximate score is within a bound of the exact one that depends only on the query's and
 the rows' norms (:func:`score_bound`). That makes the result *exact*, not approximate:
 
@@ -16,9 +16,9 @@ the rows' norms (:func:`score_bound`). That makes the result *exact*, not approx
   ``a_k - 2 bound`` approximately);
 - the candidates are scored by FAISS's own exact inner product (bit for bit the flat search's
   score: a row's score does not depend on the rows around it) and ranked;
-- when the spare rows all remain candidates (more near-ties than spares), the answer could
-  lie beyond what was read, so :meth:`HalfScan.search` says so and the caller scans the flat
-  index instead.
+- when the last row read is still a candidate (more near-ties than spare rows), the answer
+  could lie beyond what was read, so :meth:`HalfScan.search` says so and the caller scans the
+  flat rows instead.
 
 Equal scores (identical vectors) come latest row first: FAISS's own flat search has no fixed
 order among them (mostly the same, not always), so a caller must not rely on either.
@@ -27,9 +27,9 @@ The copy costs 2 bytes a dimension more per row (half the flat index again) and 
 the rows to build, about ten flat scans' worth (79 ms at 100,000 rows), so
 :class:`~trishield.kb.indexes.DenseIndex` builds it only after an index has served
 :data:`~trishield.kb.indexes.HALF_SCAN_AFTER` scans of at least
-:data:`~trishield.kb.indexes.HALF_SCAN_MIN_ROWS` rows, the point where the scans already paid
-cost as much as the copy (so a one-off process that searches once never builds it), and
-keeps it in step with every add and removal from then on.
+:data:`~trishield.kb.indexes.HALF_SCAN_MIN_ROWS` rows, by when the scans have cost as much
+as the copy (so a one-off process that searches once or twice never builds it), and keeps it
+in step with every add and removal from then on.
 """
 
 from __future__ import annotations
@@ -53,9 +53,10 @@ LARGEST_NORM = 1_000.0
 
 def spare_rows(depth: int) -> int:
     """Rows read past ``depth``, so that the rows within the bound of the last are all seen.
-    How many there are grows with the depth, as the scores thin out: at 100,000 rows of 384
-    dimensions, random or clustered, at most 8 at depth 42 and 47 at depth 441 (the screen's
-    depth) were within twice the bound; reading 284 more costs nothing measurable."""
+    How many there are grows with the depth, as scores crowd together further down the
+    ranking: at 100,000 rows of 384 dimensions, random or clustered, at most 8 at depth 42
+    and 47 at depth 441 were within twice the bound; reading 284 more costs nothing
+    measurable."""
     return SPARE_ROWS + depth // 2
 
 

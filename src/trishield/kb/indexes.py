@@ -321,10 +321,20 @@ class DenseIndex:
         half = self._half_for(len(queries), depth)
         if half is None:
             return self._scan(queries, depth)
-        scores, positions, unanswered = half.search(queries, depth, self._flat_rows())
-        ids = np.where(positions >= 0, self._labels()[np.maximum(positions, 0)], -1)
+        return self._through_half(half, queries, depth, self._scan)
+
+    def _through_half(self, half: HalfScan, queries: np.ndarray, depth: int,
+                      flat: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]], *,
+                      past: int = 0, dropped: Callable[[np.ndarray], np.ndarray] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """``half``'s answer as ``(scores, ids)``; the queries it could not answer exactly
+        are answered by ``flat`` (the same search on the flat rows)."""
+        labels = self._labels()
+        scores, positions, unanswered = half.search(queries, depth, self._flat_rows(),
+                                                    past=past, dropped=dropped)
+        ids = np.where(positions >= 0, labels[np.maximum(positions, 0)], -1)
         if unanswered:
-            scores[unanswered], ids[unanswered] = self._scan(queries[unanswered], depth)
+            scores[unanswered], ids[unanswered] = flat(queries[unanswered], depth)
         return scores, ids
 
     def _scan(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -376,24 +386,20 @@ class DenseIndex:
         that excludes a writer's 1,000 chunks)."""
         extra = min(len(excluding), OVERFETCH_MAX)
         half = self._half_for(len(queries), depth, extra)
-        if half is not None:
-            labels, excluded = self._labels(), np.sort(excluding)
+        if half is None:
+            return self._scan_dropping(queries, depth, excluding)
+        labels, excluded = self._labels(), np.sort(excluding)
 
-            def dropped(found: np.ndarray) -> np.ndarray:
-                """Whether each row found is excluded (a sorted lookup: the exclusion can
-                hold a writer's 10,000 chunks, to be looked up for each query's rows)."""
-                found_ids = labels[found]
-                at = np.minimum(np.searchsorted(excluded, found_ids), len(excluded) - 1)
-                return excluded[at] == found_ids
+        def dropped(found: np.ndarray) -> np.ndarray:
+            """Whether each row found is excluded (a sorted lookup: the exclusion can hold a
+            writer's 10,000 chunks, to be looked up for each query's rows)."""
+            found_ids = labels[found]
+            at = np.minimum(np.searchsorted(excluded, found_ids), len(excluded) - 1)
+            return excluded[at] == found_ids
 
-            scores, positions, unanswered = half.search(
-                queries, depth, self._flat_rows(), past=extra, dropped=dropped)
-            ids = np.where(positions >= 0, labels[np.maximum(positions, 0)], -1)
-            if unanswered:
-                scores[unanswered], ids[unanswered] = self._scan_dropping(
-                    queries[unanswered], depth, excluding)
-            return scores, ids
-        return self._scan_dropping(queries, depth, excluding)
+        return self._through_half(
+            half, queries, depth, lambda rest, _: self._scan_dropping(rest, depth, excluding),
+            past=extra, dropped=dropped)
 
     def _scan_dropping(self, queries: np.ndarray, depth: int,
                        excluding: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
