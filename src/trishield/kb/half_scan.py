@@ -47,6 +47,8 @@ HALF_EPSILON = 2.0 ** -11
 """Relative rounding error of a float32 stored as an IEEE half (round to nearest)."""
 SINGLE_EPSILON = 2.0 ** -24
 """Unit roundoff of float32 arithmetic."""
+NORM_BLOCK = 65_536
+"""Rows whose norms are taken at once when rows are added (the copy is built in one add)."""
 LARGEST_NORM = 1_000.0
 """Rows of a larger norm are not copied (a half float overflows at 65,504)."""
 
@@ -105,8 +107,10 @@ class HalfScan:
         """Append rows (the owner's flat storage appended the same rows)."""
         if not len(vectors):
             return
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-        largest = float(norms.max())
+        # in blocks: a float64 copy of a million rows at once would be 3 GB
+        largest = float(np.max([  # np.max keeps a NaN, Python's max may not
+            np.linalg.norm(vectors[start:start + NORM_BLOCK].astype(np.float64), axis=1).max()
+            for start in range(0, len(vectors), NORM_BLOCK)]))
         self.largest_norm = max(self.largest_norm, largest if math.isfinite(largest)
                                 else math.inf)
         self.index.add(vectors)
