@@ -8,7 +8,13 @@ stage and the ratio of (retrieval + Ring 1 + Ring 2) to undefended retrieval, co
 question and then summarised, never a pass/fail; and how many of ``ring12``'s candidates
 carried a stored analysis of the current version (a stale KB is slow: ``trishield compact``).
 
+``--pool N`` (repeatable) times ``ring12`` with each pool size in the same run, question by
+question, so that the price of the pool is a ratio measured side by side: the configured pool
+(20) is ``ring12``, any other is ``ring12/N``. What a smaller pool gives up is measured by
+``benchmarks/pool_margin.py``.
+
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring_latency.py --questions 200
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring_latency.py --pool 20 --pool 10
 
 The KB is the benchmark's wiki5k base (built by ``trishield eval poisonedrag`` or this script
 with ``--build``).
@@ -36,8 +42,15 @@ def percentile_ms(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
+    parser.add_argument("--pool", type=int, action="append", default=None,
+                        help="a pool size to time ring12 with (repeatable; default: the "
+                             "configured pool)")
     args = question_arguments(parser, questions=200)
+    if args.pool is not None and len(set(args.pool)) < len(args.pool):
+        parser.error("give each --pool once")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from dataclasses import replace
 
     from trishield.defenses.retrievers import KBRetriever
     from trishield.eval.poisonedrag.defenses import make_asker
@@ -62,27 +75,40 @@ def main() -> None:
     base = wiki5k_base(args.work_dir)
     panel = build_panel(["extractive"])
     config = PipelineConfig(backend="dense")
+    configured = config.scorer.pool
+    pools = args.pool or [configured]
+    names = {pool: "ring12" if pool == configured else f"ring12/{pool}" for pool in pools}
     with KnowledgeBase.open(base) as kb:
         questions = seeded_questions(kb, args.questions, args.seed)
-        askers = {"none": make_asker("none", KBRetriever(kb), panel, config),
-                  "ring12": make_asker("ring12", CountingRetriever(kb), panel, config)}
+        askers = {"none": make_asker("none", KBRetriever(kb), panel, config)}
+        for pool, name in names.items():
+            try:
+                scorer = replace(config.scorer, pool=pool)
+            except ValueError as error:  # pydantic's ValidationError: the pool's own checks
+                sys.exit(f"--pool {pool}: {error}")
+            askers[name] = make_asker("ring12", CountingRetriever(kb), panel,
+                                      replace(config, scorer=scorer))
         for ask in askers.values():  # warm-up: models loaded, caches filled
             for question in questions[:5]:
                 ask(question)
         carried.update(current=0, candidates=0)
-        stages: dict[str, dict[str, list[float]]] = {"none": {}, "ring12": {}}
-        ratios = []
+        stages: dict[str, dict[str, list[float]]] = {name: {} for name in askers}
+        ratios: dict[str, list[float]] = {name: [] for name in names.values()}
         started = time.perf_counter()
-        for question in questions:
+        pooled = list(names.values())
+        for number, question in enumerate(questions):
             per = {}
-            for name, ask in askers.items():
-                timings = ask(question).trace.timings_s
+            # the pools take turns going first: a later one finds its rows just read
+            turn = number % len(pooled)
+            for name in ["none", *pooled[turn:], *pooled[:turn]]:
+                timings = askers[name](question).trace.timings_s
                 for stage, seconds in timings.items():
                     stages[name].setdefault(stage, []).append(seconds)
                 per[name] = timings
             undefended = per["none"]["retrieval"]
-            defended = sum(per["ring12"].get(s, 0.0) for s in ("retrieval", "ring1", "ring2"))
-            ratios.append(defended / undefended if undefended > 0 else float("nan"))
+            for name in names.values():
+                defended = sum(per[name].get(s, 0.0) for s in ("retrieval", "ring1", "ring2"))
+                ratios[name].append(defended / undefended if undefended > 0 else float("nan"))
     figures = {
         "questions": len(questions), "seed": args.seed, "kb": "wiki5k",
         "load_average": os.getloadavg()[0], "seconds": round(time.perf_counter() - started, 1),
@@ -91,19 +117,20 @@ def main() -> None:
                              for stage, v in sorted(per_stage.items())}
                       for name, per_stage in stages.items()},
         "ratio_rings12_to_undefended_retrieval": {
-            "median": round(statistics.median(ratios), 3),
-            "p95": round(float(np.percentile(ratios, 95)), 3)},
+            name: {"pool": pool, "median": round(statistics.median(ratios[name]), 3),
+                   "p95": round(float(np.percentile(ratios[name], 95)), 3)}
+            for pool, name in names.items()},
         "ring12_candidates_with_current_analysis": dict(carried),
     }
     print(f"wiki5k, {len(questions)} questions (SQuAD + NQ, seed {args.seed}), dense, load "
           f"average {figures['load_average']:.1f}")
-    print(f"{'defense':8s} {'stage':10s} {'p50 ms':>9s} {'p95 ms':>9s}")
+    print(f"{'defense':10s} {'stage':10s} {'p50 ms':>9s} {'p95 ms':>9s}")
     for name, per_stage in figures["stages_ms"].items():
         for stage, value in per_stage.items():
-            print(f"{name:8s} {stage:10s} {value['p50']:9.2f} {value['p95']:9.2f}")
-    ratio = figures["ratio_rings12_to_undefended_retrieval"]
-    print(f"(retrieval + Ring 1 + Ring 2) / undefended retrieval, per question: median "
-          f"{ratio['median']:.3f}, p95 {ratio['p95']:.3f}")
+            print(f"{name:10s} {stage:10s} {value['p50']:9.2f} {value['p95']:9.2f}")
+    for name, ratio in figures["ratio_rings12_to_undefended_retrieval"].items():
+        print(f"{name}: (retrieval + Ring 1 + Ring 2) / undefended retrieval, per question "
+              f"(pool {ratio['pool']}): median {ratio['median']:.3f}, p95 {ratio['p95']:.3f}")
     print(f"ring12 candidates with a current stored analysis: {carried['current']} of "
           f"{carried['candidates']}")
     if args.out is not None:
