@@ -61,11 +61,7 @@ def main() -> None:
     args = question_arguments(parser, questions=200)
     if not 1 <= args.targets <= TARGETS:
         parser.error(f"--targets must be between 1 and {TARGETS}")
-    if len(set(args.pools)) < len(args.pools):
-        parser.error("give each pool once")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-    from dataclasses import replace
 
     from trishield.answers import contains_answer
     from trishield.defenses.retrievers import KBRetriever
@@ -83,21 +79,14 @@ def main() -> None:
     from trishield.eval.poisonedrag.provenance import Provenance
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel
-    from trishield.settings import PipelineConfig
-    from wiki5k_questions import seeded_question_records, wiki5k_base
+    from wiki5k_questions import pooled_configs, seeded_question_records, wiki5k_base
 
     try:
         for family in args.families:
             get_family(family)
     except TriShieldError as error:
         parser.error(str(error))
-    config = PipelineConfig(backend="dense")
-    configs = {}
-    for pool in args.pools:
-        try:
-            configs[pool] = replace(config, scorer=replace(config.scorer, pool=pool))
-        except ValueError as error:  # pydantic's ValidationError: the pool's own checks
-            parser.error(f"pool {pool}: {error}")
+    configs = pooled_configs(parser, args.pools)
     panel = build_panel(["extractive"])
     attacked = seeded_order(load_targets(), args.seed)[:TARGETS]  # as the matrix builds them
     targets = attacked[:args.targets]

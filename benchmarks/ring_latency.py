@@ -46,11 +46,7 @@ def main() -> None:
                         help="a pool size to time ring12 with (repeatable; default: the "
                              "configured pool)")
     args = question_arguments(parser, questions=200)
-    if args.pool is not None and len(set(args.pool)) < len(args.pool):
-        parser.error("give each --pool once")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-    from dataclasses import replace
 
     from trishield.defenses.retrievers import KBRetriever
     from trishield.eval.poisonedrag.defenses import make_asker
@@ -58,7 +54,7 @@ def main() -> None:
     from trishield.llm.panel import build_panel
     from trishield.rings.analysis import ANALYSIS_VERSION
     from trishield.settings import PipelineConfig
-    from wiki5k_questions import seeded_questions, wiki5k_base
+    from wiki5k_questions import pooled_configs, seeded_questions, wiki5k_base
 
     carried = {"current": 0, "candidates": 0}
 
@@ -76,18 +72,13 @@ def main() -> None:
     panel = build_panel(["extractive"])
     config = PipelineConfig(backend="dense")
     configured = config.scorer.pool
-    pools = args.pool or [configured]
-    names = {pool: "ring12" if pool == configured else f"ring12/{pool}" for pool in pools}
+    configs = pooled_configs(parser, args.pool or [configured])
+    names = {pool: "ring12" if pool == configured else f"ring12/{pool}" for pool in configs}
     with KnowledgeBase.open(base) as kb:
         questions = seeded_questions(kb, args.questions, args.seed)
         askers = {"none": make_asker("none", KBRetriever(kb), panel, config)}
         for pool, name in names.items():
-            try:
-                scorer = replace(config.scorer, pool=pool)
-            except ValueError as error:  # pydantic's ValidationError: the pool's own checks
-                sys.exit(f"--pool {pool}: {error}")
-            askers[name] = make_asker("ring12", CountingRetriever(kb), panel,
-                                      replace(config, scorer=scorer))
+            askers[name] = make_asker("ring12", CountingRetriever(kb), panel, configs[pool])
         for ask in askers.values():  # warm-up: models loaded, caches filled
             for question in questions[:5]:
                 ask(question)

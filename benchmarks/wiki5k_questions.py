@@ -1,5 +1,5 @@
-"""What the wiki5k latency benchmarks share: their command-line options, the benchmark's wiki5k
-base KB and its seeded question set.
+"""What the wiki5k benchmarks share: their command-line options, the benchmark's wiki5k base
+KB, its seeded question set, and the pipeline configuration with a given pool.
 
 ``benchmarks/ring_latency.py`` and ``benchmarks/ring2_memo.py`` both time ``ring12`` over the
 same SQuAD + NQ questions on the same KB; one definition keeps their figures comparable (a
@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # TriShield is imported by the functions that use it: a scrip
     # options and sets HF_HUB_OFFLINE before anything loads a model library
     from trishield.eval.poisonedrag.questions import Question
     from trishield.kb import KnowledgeBase
+    from trishield.settings import PipelineConfig
 
 
 def question_arguments(parser: argparse.ArgumentParser, *, questions: int
@@ -57,3 +58,26 @@ def seeded_question_records(kb: KnowledgeBase, count: int, seed: int) -> list[Qu
 def seeded_questions(kb: KnowledgeBase, count: int, seed: int) -> list[str]:
     """The texts of :func:`seeded_question_records`."""
     return [q.text for q in seeded_question_records(kb, count, seed)]
+
+
+def pooled_configs(parser: argparse.ArgumentParser, pools: list[int]
+                   ) -> dict[int, PipelineConfig]:
+    """The dense pipeline configuration with each of ``pools`` as Ring 2's pool, by pool; a
+    pool given twice, or one the configuration refuses (smaller than the context), is a usage
+    error naming it."""
+    from dataclasses import replace
+
+    from pydantic import ValidationError
+
+    from trishield.settings import PipelineConfig
+
+    if len(set(pools)) < len(pools):
+        parser.error("give each pool once")
+    config = PipelineConfig(backend="dense")
+    configs = {}
+    for pool in pools:
+        try:
+            configs[pool] = replace(config, scorer=replace(config.scorer, pool=pool))
+        except ValidationError as error:
+            parser.error(f"pool {pool}: {error}")
+    return configs
