@@ -79,6 +79,7 @@ def main() -> None:
     from trishield.eval.poisonedrag.provenance import Provenance
     from trishield.kb import KnowledgeBase
     from trishield.llm.panel import build_panel
+    from trishield.settings import PipelineConfig
     from wiki5k_questions import pooled_configs, seeded_question_records, wiki5k_base
 
     try:
@@ -86,7 +87,7 @@ def main() -> None:
             get_family(family)
     except TriShieldError as error:
         parser.error(str(error))
-    configs = pooled_configs(parser, args.pools)
+    configs = pooled_configs(parser, PipelineConfig(backend="dense"), args.pools)
     panel = build_panel(["extractive"])
     attacked = seeded_order(load_targets(), args.seed)[:TARGETS]  # as the matrix builds them
     targets = attacked[:args.targets]

@@ -68,11 +68,11 @@ def main() -> None:
                                       and c.chunk.analysis.version == ANALYSIS_VERSION)
             return found
 
-    base = wiki5k_base(args.work_dir)
-    panel = build_panel(["extractive"])
     config = PipelineConfig(backend="dense")
     configured = config.scorer.pool
-    configs = pooled_configs(parser, args.pool or [configured])
+    configs = pooled_configs(parser, config, args.pool or [configured])
+    base = wiki5k_base(args.work_dir)
+    panel = build_panel(["extractive"])
     names = {pool: "ring12" if pool == configured else f"ring12/{pool}" for pool in configs}
     with KnowledgeBase.open(base) as kb:
         questions = seeded_questions(kb, args.questions, args.seed)

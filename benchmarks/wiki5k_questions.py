@@ -60,20 +60,16 @@ def seeded_questions(kb: KnowledgeBase, count: int, seed: int) -> list[str]:
     return [q.text for q in seeded_question_records(kb, count, seed)]
 
 
-def pooled_configs(parser: argparse.ArgumentParser, pools: list[int]
+def pooled_configs(parser: argparse.ArgumentParser, config: PipelineConfig, pools: list[int]
                    ) -> dict[int, PipelineConfig]:
-    """The dense pipeline configuration with each of ``pools`` as Ring 2's pool, by pool; a
-    pool given twice, or one the configuration refuses (smaller than the context), is a usage
-    error naming it."""
+    """``config`` with each of ``pools`` as Ring 2's pool, by pool; a pool given twice, or one
+    the configuration refuses (smaller than the context), is a usage error naming it."""
     from dataclasses import replace
 
     from pydantic import ValidationError
 
-    from trishield.settings import PipelineConfig
-
     if len(set(pools)) < len(pools):
         parser.error("give each pool once")
-    config = PipelineConfig(backend="dense")
     configs = {}
     for pool in pools:
         try:
