@@ -87,6 +87,7 @@ class Vote:
     prompt_tokens: int
     completion_tokens: int
     llm: bool = True
+    packing: str = ""
 
     @classmethod
     def of(cls, member: Reader, reply: ReaderAnswer) -> Vote:
@@ -94,15 +95,19 @@ class Vote:
         return cls(member.name, member.vendor, reply.text,
                    bool(reply.refused) or is_refusal(reply.text), list(reply.citations),
                    bool(reply.cached), reply.seconds, reply.prompt_tokens,
-                   reply.completion_tokens, member.uses_llm)
+                   reply.completion_tokens, member.uses_llm, reply.packing)
 
     def as_dict(self) -> dict[str, object]:
-        return {"member": self.member, "vendor": self.vendor, "llm": self.llm,
-                "answer": self.answer,
-                "normalised": normalize_answer(self.answer), "refused": self.refused,
-                "citations": self.citations, "cached": self.cached,
-                "seconds": round(self.seconds, 3), "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens}
+        row: dict[str, object] = {
+            "member": self.member, "vendor": self.vendor, "llm": self.llm,
+            "answer": self.answer,
+            "normalised": normalize_answer(self.answer), "refused": self.refused,
+            "citations": self.citations, "cached": self.cached,
+            "seconds": round(self.seconds, 3), "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens}
+        if self.packing:  # only when the context was cut: older traces stay as they were
+            row["packing"] = self.packing
+        return row
 
 
 @dataclass
