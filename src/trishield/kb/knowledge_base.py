@@ -58,7 +58,7 @@ from trishield.errors import (
 from trishield.kb.analysis import ChunkAnalyser
 from trishield.kb.analysis_backfill import BackfillReport, backfill
 from trishield.kb.change_log import Position
-from trishield.kb.chunking import ChunkingConfig, chunk_document
+from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.engines import sync as engine_sync
 from trishield.kb.engines.config import EngineConfig
@@ -141,6 +141,7 @@ class KBSettings:
             "embedding_dimension": str(get_embedding_model(self.embedding_model).dimension),
             "chunk_words": str(self.chunking.words),
             "chunk_overlap": str(self.chunking.overlap),
+            "chunk_strategy": self.chunking.strategy,
             "dense_index": self.dense_index,
             **self.engine.as_meta(),
         }
@@ -148,7 +149,8 @@ class KBSettings:
     @classmethod
     def from_meta(cls, meta: dict[str, str]) -> KBSettings:
         return cls(meta["embedding_model"],
-                   ChunkingConfig(int(meta["chunk_words"]), int(meta["chunk_overlap"])),
+                   ChunkingConfig(int(meta["chunk_words"]), int(meta["chunk_overlap"]),
+                                  meta.get("chunk_strategy", "window")),  # type: ignore[arg-type]
                    meta["dense_index"], EngineConfig.from_meta(meta))
 
 
@@ -531,7 +533,9 @@ class KnowledgeBase:
         write lock), then write its indexes; ``report`` counts it once it is committed."""
         texts = [chunk.text for per_document in chunks for chunk in per_document]
         embed_started = time.perf_counter()
-        embeddings = self._embed(texts, progress=write.progress, started=write.started,
+        embeddings = self._embed([embedding_text(chunk) for per_document in chunks
+                                  for chunk in per_document],
+                                 progress=write.progress, started=write.started,
                                  on_slice=tracker.embedded if tracker.watched else None)
         report.embed_seconds += time.perf_counter() - embed_started
         analyses = self._analyse(texts)
@@ -663,7 +667,8 @@ class KnowledgeBase:
                                         "the held copy cannot replace it: discard it")
             chunks = [chunk_document(d, self.settings.chunking) for d in documents]
             texts = [c.text for per in chunks for c in per]
-            embeddings = self.embedder.encode(texts, progress=progress)
+            embeddings = self.embedder.encode([embedding_text(c) for per in chunks for c in per],
+                                              progress=progress)
             analyses = self._analyse(texts)
             offsets = np.cumsum([0, *map(len, chunks)])
             report = IngestReport(None, [], [], 0, self.store.generation(), 0.0, 0.0,

@@ -56,6 +56,44 @@ SCHEMA: tuple[str, ...] = (
 )
 
 
+SECTION_TRIGGERS: tuple[str, ...] = (
+    "DROP TRIGGER IF EXISTS chunks_fts_insert",
+    "DROP TRIGGER IF EXISTS chunks_fts_delete",
+    "DROP TRIGGER IF EXISTS chunks_fts_update",
+    f"""CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+        INSERT INTO {TABLE}(rowid, terms)
+            VALUES (new.pk, {ANALYZER_FUNCTION}(new.section || ' ' || new.text));
+    END""",
+    f"""CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+        INSERT INTO {TABLE}({TABLE}, rowid, terms)
+            VALUES ('delete', old.pk, {ANALYZER_FUNCTION}(old.section || ' ' || old.text));
+    END""",
+    f"""CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text, section ON chunks BEGIN
+        INSERT INTO {TABLE}({TABLE}, rowid, terms)
+            VALUES ('delete', old.pk, {ANALYZER_FUNCTION}(old.section || ' ' || old.text));
+        INSERT INTO {TABLE}(rowid, terms)
+            VALUES (new.pk, {ANALYZER_FUNCTION}(new.section || ' ' || new.text));
+    END""",
+)
+"""Migration 0011: a chunk's section (its document's title and heading, ``sections``
+chunking) is indexed with its text. Every older chunk's section is "", whose terms are none,
+so the table needs no rebuild."""
+
+
+def install_sections(connection: sqlite3.Connection) -> None:
+    """Index chunks' sections with their text (inside the caller's transaction)."""
+    register_analyzer(connection)
+    for statement in SECTION_TRIGGERS:
+        connection.execute(statement)
+
+
+def _indexed_text(connection: sqlite3.Connection) -> str:
+    """The SQL of what is indexed per chunk: its section and text where the KB stores
+    sections (migration 0011), its text before."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(chunks)")}
+    return "section || ' ' || text" if "section" in columns else "text"
+
+
 def analyzed(text: str | None) -> str:
     """The text as the FTS5 table stores it: its index terms, space-separated."""
     return " ".join(index_terms(text or ""))
@@ -81,7 +119,8 @@ def reindex(connection: sqlite3.Connection) -> None:
     register_analyzer(connection)
     connection.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('delete-all')")
     connection.execute(f"INSERT INTO {TABLE}(rowid, terms) "
-                       f"SELECT pk, {ANALYZER_FUNCTION}(text) FROM chunks ORDER BY pk")
+                       f"SELECT pk, {ANALYZER_FUNCTION}({_indexed_text(connection)}) "
+                       "FROM chunks ORDER BY pk")
     connection.execute("INSERT INTO meta(key, value) VALUES ('lexical_analyzer', ?) "
                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (ANALYZER,))
 
