@@ -47,6 +47,8 @@ SPLIT_SEED = 48
 """Seed of the per-genre shuffle that assigns splits (issue 48)."""
 MAX_EVIDENCE = 200
 MAX_QUESTIONS_BYTES = 2_000_000
+MAX_SOURCE_BYTES = 16_000_000
+"""No manifest source comes near this; a bigger file means the machine holds something else."""
 
 # Where each source family lands inside the corpus folder (first matching prefix wins).
 _PREFIXES: tuple[tuple[str, str], ...] = (
@@ -59,7 +61,7 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
 # man renders the same bytes for the same groff on every machine only with these fixed.
 _MAN_ENV = {"LC_ALL": "C.UTF-8", "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat"}
 _TOKEN_CHARS = r"[\w-]"
-_STRIP = " \t\n\"'`.,;:!?()[]{}<>“”‘’"
+_STRIP = " \t\n\"'`.,;:!?()[]{}<>\u201c\u201d\u2018\u2019"  # with typographic quotes
 
 
 @dataclass(frozen=True)
@@ -127,14 +129,14 @@ def render_man(path: Path) -> bytes:
     env = {**os.environ, **_MAN_ENV}
     env.pop("MAN_KEEP_FORMATTING", None)
     try:
-        man = subprocess.run(
-            ["man", "--nh", "--nj", "-l", str(path)], env=env, capture_output=True, check=True, timeout=120
-        )
+        man = subprocess.run(["man", "--nh", "--nj", "-l", str(path)], env=env,
+                             capture_output=True, check=True, timeout=120)
         col = subprocess.run(
             ["col", "-bx"], input=man.stdout, env=env, capture_output=True, check=True, timeout=60
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise InputError(f"cannot render man page {path} (needs man-db, groff-base, bsdextrautils): {exc}") from exc
+        needs = "man-db, groff-base and bsdextrautils"
+        raise InputError(f"cannot render man page {path} (needs {needs}): {exc}") from exc
     if not col.stdout.strip():
         raise InputError(f"man page {path} rendered to nothing")
     return col.stdout
@@ -154,7 +156,19 @@ def answer_sources(questions: Iterable[DocQuestion]) -> set[str]:
     return {q.source for q in questions}
 
 
-def build_corpus(out_dir: Path, manifest: list[ManifestEntry] | None = None) -> dict[str, object]:
+@dataclass(frozen=True)
+class CorpusReport:
+    """What a build wrote (``corpus.json`` holds the same) and which distractors it skipped."""
+
+    files: list[dict[str, str | int]]
+    missing: list[ManifestEntry]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(int(f["bytes"]) for f in self.files)
+
+
+def build_corpus(out_dir: Path, manifest: list[ManifestEntry] | None = None) -> CorpusReport:
     """Gather the corpus into ``out_dir`` (new or empty) and write ``corpus.json`` there.
 
     A missing distractor is reported and skipped (a machine may lack one package); a missing
@@ -164,8 +178,7 @@ def build_corpus(out_dir: Path, manifest: list[ManifestEntry] | None = None) -> 
     """
     entries = manifest if manifest is not None else load_manifest()
     needed = answer_sources(load_questions())
-    known = {e.dest for e in entries}
-    unlisted = sorted(needed - known)
+    unlisted = sorted(needed - {e.dest for e in entries})
     if unlisted:
         raise InputError(f"docqa: answer sources missing from the manifest: {', '.join(unlisted)}")
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
@@ -175,10 +188,14 @@ def build_corpus(out_dir: Path, manifest: list[ManifestEntry] | None = None) -> 
     if fatal:
         lines = [f"  {e.source} (Debian package {e.package})" for e in fatal]
         raise InputError("docqa: answer-bearing sources are missing; install:\n" + "\n".join(lines))
+    too_big = [e.source for e in entries if e not in missing
+               and Path(e.source).stat().st_size > MAX_SOURCE_BYTES]
+    if too_big:
+        raise InputError(f"docqa: sources over {MAX_SOURCE_BYTES} bytes: {', '.join(too_big)}")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".docqa-", dir=out_dir.parent))
     try:
-        files = []
+        files: list[dict[str, str | int]] = []
         for entry in entries:
             if entry in missing:
                 continue
@@ -188,10 +205,11 @@ def build_corpus(out_dir: Path, manifest: list[ManifestEntry] | None = None) -> 
             target.write_bytes(data)
             files.append({"path": entry.dest, "source": entry.source, "package": entry.package,
                           "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-        summary: dict[str, object] = {
+        report = CorpusReport(files=files, missing=missing)
+        summary = {
             "files": files,
             "file_count": len(files),
-            "total_bytes": sum(int(str(f["bytes"])) for f in files),
+            "total_bytes": report.total_bytes,
             "missing": [{"source": e.source, "package": e.package} for e in missing],
             "man_rendering": "MANWIDTH=80 LC_ALL=C.UTF-8 man --nh --nj -l FILE | col -bx",
         }
@@ -202,7 +220,7 @@ def build_corpus(out_dir: Path, manifest: list[ManifestEntry] | None = None) -> 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return summary
+    return report
 
 
 def document_text(path: Path) -> str:
@@ -366,14 +384,14 @@ def main(argv: list[str] | None = None) -> int:
             questions = load_questions()
             print(f"docqa: {len(questions)} questions valid")
             return 0
-        summary = build_corpus(args.build)
+        report = build_corpus(args.build)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for item in summary["missing"]:  # type: ignore[union-attr]
-        print(f"missing distractor {item['source']} (Debian package {item['package']})",
+    for entry in report.missing:
+        print(f"missing distractor {entry.source} (Debian package {entry.package})",
               file=sys.stderr)
-    print(f"docqa corpus: {summary['file_count']} files, {summary['total_bytes']} bytes in {args.build}")
+    print(f"docqa corpus: {len(report.files)} files, {report.total_bytes} bytes in {args.build}")
     return 0
 
 
