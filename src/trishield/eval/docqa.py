@@ -114,6 +114,9 @@ def load_manifest(path: Path = MANIFEST_FILE) -> list[ManifestEntry]:
     for package, sources in raw.items():
         if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
             raise InputError(f"docqa manifest: {package!r} must list paths", path=str(path))
+        odd = [s for s in sources if not s.startswith("/") or ".." in s.split("/")]
+        if odd:
+            raise InputError(f"docqa manifest: not absolute clean paths: {odd}", path=str(path))
         entries.extend(ManifestEntry(source=s, package=package) for s in sources)
     dests = [e.dest for e in entries]
     if len(set(dests)) != len(dests):
