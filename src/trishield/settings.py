@@ -39,6 +39,7 @@ from pydantic import BeforeValidator, ValidationError, field_validator
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.errors import InputError
+from trishield.llm.factory import LLMConfigError, check_backend_config
 from trishield.llm.panel import DEFAULT_PANEL, DEFAULT_SECOND_READER, NO_SECOND_READER, MemberSpec
 from trishield.rings.config_types import CONFIG, Backend, list_to_tuple
 from trishield.rings.consensus import ConsensusConfig
@@ -236,13 +237,23 @@ def _panel(values: dict[str, Any]) -> tuple[MemberSpec, ...]:
         raise InputError(f"[panel] unknown key(s) {', '.join(sorted(unknown))}; "
                          "allowed: members, remote, second_reader")
     members = values.get("members", list(DEFAULT_PANEL))
-    if not isinstance(members, list) or not all(isinstance(m, str) and m for m in members):
-        raise InputError("[panel] members: must be a list of model names")
+    # a member is a model name (a registry model, a .gguf path, "extractive") or an inline
+    # backend table, so that any model can be the reader (the first member) in one line:
+    # members = [{ kind = "ollama", model = "qwen2.5:7b" }, "gemma3-270m", "extractive"]
+    if not isinstance(members, list) or not all(
+            (isinstance(m, str) and m) or isinstance(m, dict) for m in members):
+        raise InputError("[panel] members: must be a list of model names or backend tables "
+                         "({ kind = ..., model = ... })")
     remote = values.get("remote", [])
     if not isinstance(remote, list) or not all(isinstance(r, dict) for r in remote):
         raise InputError("[panel] remote: must be an array of tables ([[panel.remote]])")
     if not members and not remote:
         raise InputError("[panel] the panel has no members")
+    for table in (*[m for m in members if isinstance(m, dict)], *remote):
+        try:
+            check_backend_config(table)
+        except LLMConfigError as error:
+            raise InputError(f"[panel] {error}") from None
     return (*members, *remote)
 
 
