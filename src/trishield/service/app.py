@@ -184,7 +184,9 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         wrote; admins anything. A document Ring 1 holds in quarantine is *withdrawn* by its
         writer or *discarded* by an admin, which frees its id. With ``withdraw=true`` a
         signed document's signature is withdrawn too (its publisher's versions up to the
-        stored one), so the same signed record can never make it trusted again."""
+        stored one), so the same signed record can never make it trusted again: only an
+        admin, acting for the publisher, may do that (a signature belongs to its publisher,
+        not to the key that relayed it)."""
         doc_id = _document_id(doc_id)
         owner = None if key.role >= Role.ADMIN else (key.name, key.key_id)
         try:
@@ -192,9 +194,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 record = kb.store.document(doc_id)
                 if record is None:
                     return _remove_unstored(kb, doc_id, key, owner, reason)
-                withdrawn = None
-                if withdraw and (owner is None or record["writer_key"] == key.key_id):
-                    withdrawn = _withdraw_signature(record, key)
+                withdrawn = _withdraw_signature(kb, record, key) if withdraw else None
                 tombstone = kb.delete(doc_id, by=key.name, reason=reason, owner=owner)
         except ForbiddenError as error:
             state.metrics.auth_failures.labels("403").inc()
@@ -213,11 +213,18 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                                    f"{tombstone['deleted_by']}")
         raise NotFoundError(f"no document {doc_id!r}")
 
-    def _withdraw_signature(record: dict[str, Any], key: ApiKey) -> int:
+    def _withdraw_signature(kb: Any, record: dict[str, Any], key: ApiKey) -> int:
         if not record["signed"]:
             raise InputError(f"withdraw=true withdraws a publisher's signature, and "
                              f"{record['id']!r} carries none (delete it without withdraw)")
         signed = json.loads(record["signed"])
+        if key.role < Role.ADMIN:
+            error = ForbiddenError(
+                f"the signature on {record['id']!r} belongs to publisher "
+                f"{signed['publisher']}: only an admin acting for it can withdraw it "
+                "(or the publisher, with `trishield keys withdraw`); nothing was deleted")
+            kb.audit_refused("withdraw-signature", key.name, key.key_id, record["id"], error)
+            raise error
         return state.keys.withdraw_signature(signed["publisher"], record["id"],
                                              signed["version"], by=key.name)
 
