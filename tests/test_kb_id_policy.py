@@ -8,7 +8,7 @@ policy's own table, or the test could not fail):
    (``confusables.json``): every character it lists as confusable with one of the five, in
    either direction;
 2. ``unicodedata``: every assigned character whose NFKC form contains one of the five
-   (fullwidth, small and vertical forms, ``⁄``-style compatibility characters), and every
+   (fullwidth, small and vertical forms of them), and every
    character outside letters whose name says what it draws: SOLIDUS, SLASH, HYPHEN, DASH,
    MINUS, FULL STOP, DOT, COLON, LOW LINE, STROKE, plus the modifier letters (``Lm``) and
    modifier symbols (``Sk``) so named;
@@ -54,10 +54,10 @@ def _by_unicodedata() -> set[str]:
         category = unicodedata.category(character)
         if category in ("Cn", "Cs", "Co"):
             continue
-        if any(p in unicodedata.normalize("NFKC", character) for p in PUNCTUATION):
-            found.add(character)
-        elif (category[0] not in "L" or category == "Lm") \
-                and _DRAWN.search(unicodedata.name(character, "")):
+        compatible = any(p in unicodedata.normalize("NFKC", character) for p in PUNCTUATION)
+        drawn = (category[0] != "L" or category == "Lm") \
+            and _DRAWN.search(unicodedata.name(character, "")) is not None
+        if compatible or drawn:
             found.add(character)
     return found
 

@@ -47,8 +47,6 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
         with pytest.raises(InputError, match=r"held in quarantine .* with different text"):
             kb.ingest([Document(id="poison-refund", text="other text")], tier="untrusted",
                       writer="mallory", guard=IngestGuard())
-        with pytest.raises(InputError, match="already used by another writer"):
-            kb.ingest([Document(id="poison-refund", text="other text")], guard=IngestGuard())
         kb.release("poison-refund", by="admin-alice")
         assert kb.store.quarantined() == []
         stored = kb.store.document("poison-refund")
@@ -56,6 +54,10 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
         assert kb.store.audit_log(limit=2)[-1]["action"] == "release"
         hits = kb.search("return an item for a refund within 90 days", backend="bm25", k=20)
         assert "poison-refund" in {c.doc_id for c in hits}
+        # stored, the id is mallory's (while it was held, it reserved the id for nobody else:
+        # see test_kb_ownership.test_another_writers_held_text_never_blocks_an_id)
+        with pytest.raises(InputError, match="already used by another writer"):
+            kb.ingest([Document(id="poison-refund", text="other text")], guard=IngestGuard())
         # a second release names who released it (the service maps this to 409 Conflict)
         with pytest.raises(ConflictError, match=r"already released by admin-alice"):
             kb.release("poison-refund", by="admin-alice")

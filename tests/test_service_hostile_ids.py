@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from service_support import Keys, ServerProcess, bearer, copy_kb, signed
@@ -108,6 +109,39 @@ def test_only_an_admin_can_withdraw_a_publishers_signature(served) -> None:
         refused = [e for e in kb.store.audit_log(500) if e["action"] == "refused"
                    and e["doc_id"] == "legal/returns-policy"]
     assert refused and refused[0]["writer"] == "mallory"
+
+
+def test_the_publisher_withdraws_its_own_signature_with_a_signed_withdrawal(
+        served, tmp_path: Path) -> None:
+    process, keys, kb_dir, private, _ = served
+    text = "Northwind notice: the Lindmouth store closes on Sundays."
+    record = signed(private, PUBLISHER, "legal/notice", text)
+    assert _post(process, keys.writer, {"id": "legal/notice", "text": text,
+                                        "provenance": record}).json()["added"] == ["legal/notice"]
+    pem = tmp_path / "legal.pem"
+    pem.write_bytes(private.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    made = _cli("keys", "sign-withdrawal", PUBLISHER, "legal/notice", "--version", "1",
+                "--private-key", str(pem))
+    assert made.returncode == 0, made.stderr
+    body = json.loads(made.stdout)
+    # a forgery (another key, or the body changed after signing) is refused, and audited
+    forged = dict(body, up_to_version=2)
+    refused = httpx.post(f"{process.url}/v1/withdrawals", headers=bearer(keys.untrusted_writer),
+                         json=forged, timeout=60)
+    assert refused.status_code == 403 and "does not verify" in refused.json()["error"]
+    assert KeyStore(kb_dir).withdrawn_version(PUBLISHER, "legal/notice") is None
+    # the publisher's own withdrawal, relayed by any writer, withdraws and deletes
+    relayed = httpx.post(f"{process.url}/v1/withdrawals", headers=bearer(keys.untrusted_writer),
+                         json=body, timeout=60)
+    assert relayed.status_code == 200, relayed.text
+    assert relayed.json() == {"publisher": PUBLISHER, "id": "legal/notice",
+                              "withdrawn_up_to": 1, "deleted": True}
+    assert _get(process, keys.reader, "/v1/documents/legal/notice").status_code == 410
+    replay = _post(process, keys.writer, {"id": "legal/notice", "text": text,
+                                          "provenance": record})
+    assert replay.json()["provenance"][0]["tier"] == "untrusted", replay.text
 
 
 # -- 2. quarantine squatting -------------------------------------------------------------------

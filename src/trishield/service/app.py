@@ -27,7 +27,12 @@ from trishield.kb import Document, content_hash
 from trishield.kb.loaders import validate_document
 from trishield.llm.base import Reader
 from trishield.provenance.keys import ApiKey, Role
-from trishield.provenance.signing import ProvenanceClaim, decide_provenance
+from trishield.provenance.signing import (
+    ProvenanceClaim,
+    SignedWithdrawal,
+    decide_provenance,
+    withdrawal_problem,
+)
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.service import docs_page, stream
 from trishield.service import models as m
@@ -221,12 +226,41 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         if key.role < Role.ADMIN:
             error = ForbiddenError(
                 f"the signature on {record['id']!r} belongs to publisher "
-                f"{signed['publisher']}: only an admin acting for it can withdraw it "
-                "(or the publisher, with `trishield keys withdraw`); nothing was deleted")
+                f"{signed['publisher']}: only the publisher (a signed withdrawal, POST "
+                "/v1/withdrawals) or an admin acting for it can withdraw it; nothing was "
+                "deleted")
             kb.audit_refused("withdraw-signature", key.name, key.key_id, record["id"], error)
             raise error
         return state.keys.withdraw_signature(signed["publisher"], record["id"],
                                              signed["version"], by=key.name)
+
+    @app.post("/v1/withdrawals", response_model=m.WithdrawalOut, tags=["documents"],
+              responses=_errors(400, 401, 403, 413, 415, 422, 503, 507))
+    @state.writes.serialised
+    def withdraw_signature(body: m.WithdrawalIn, key: ApiKey = writer) -> Any:
+        """A publisher withdraws its signed records of one id up to a version, with a
+        withdrawal it signed (any writer may relay it); the stored document is deleted when
+        it carries one of them. Without the publisher's signature, only an admin can."""
+        withdrawal = SignedWithdrawal(body.id, body.up_to_version, body.issued_at)
+        problem = withdrawal_problem(state.keys, body.publisher, withdrawal, body.signature)
+        with state.writing() as kb:
+            if problem is not None:
+                error = ForbiddenError(f"not a withdrawal by publisher {body.publisher!r}: "
+                                       f"{problem}; nothing was withdrawn")
+                kb.audit_refused("withdraw-signature", key.name, key.key_id, body.id, error)
+                state.metrics.auth_failures.labels("403").inc()
+                return error_body(403, str(error))
+            upto = state.keys.withdraw_signature(body.publisher, body.id, body.up_to_version,
+                                                 by=f"{body.publisher} (via {key.name})")
+            record = kb.store.document(body.id)
+            signed = json.loads(record["signed"]) if record and record["signed"] else None
+            deleted = signed is not None and signed["publisher"] == body.publisher \
+                and signed["version"] <= upto
+            if deleted:
+                kb.delete(body.id, by=key.name, reason=f"publisher {body.publisher} withdrew "
+                                                       f"its signature up to version {upto}")
+        return {"publisher": body.publisher, "id": body.id, "withdrawn_up_to": upto,
+                "deleted": deleted}
 
     @app.get("/v1/quarantine", response_model=m.QuarantineList, tags=["quarantine"],
              responses=_errors(400, 401, 403, 422))
