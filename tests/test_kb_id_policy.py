@@ -100,6 +100,7 @@ def test_ids_in_one_script_per_word_are_allowed(doc_id: str) -> None:
     ("legal\u01c3", "U+01C3"),                         # a Latin letter that reads as '!'
     ("legal\u00b7returns", "U+00B7 MIDDLE DOT"),       # punctuation outside ASCII
     ("\u05d9/\u05d9", "without another letter"),       # HEBREW YOD alone reads as an apostrophe
+    ("l\u0131\u0307cense", "U+0307"),                  # dotless i + dot above reads as i
 ])
 def test_what_the_policy_refuses_and_why(doc_id: str, fragment: str) -> None:
     problem = new_id_problem(doc_id)

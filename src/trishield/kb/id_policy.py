@@ -22,8 +22,10 @@ allowed, and anything else is refused:
   letter of no script of its own (U+30FC KATAKANA-HIRAGANA PROLONGED SOUND MARK, U+02D0
   MODIFIER LETTER TRIANGULAR COLON) must follow a letter outside Latin (``コーヒー``); Latin
   has no such letters in ids (U+01C3 LATIN LETTER RETROFLEX CLICK reads as ``!``).
-* **Marks** follow a letter outside ASCII (an accented ASCII letter is written composed, as
-  NFKC requires), and no overlay mark (combining class 1: U+0338 and its kind) is allowed.
+* **Marks** follow a letter of a script other than Latin (an accented Latin letter is
+  written composed, as NFKC requires; a mark on a non-ASCII Latin letter, U+0131 DOTLESS I
+  with U+0307 COMBINING DOT ABOVE, reads as a plain one), and no overlay mark (combining
+  class 1: U+0338 and its kind) is allowed.
 * **Digits outside ASCII** stand in a word with letters of their script and never beside
   ASCII digits (U+0660 ARABIC-INDIC DIGIT ZERO in ``2024\u066005`` reads as ``2024.05``).
 
@@ -104,10 +106,13 @@ def _mark_problem(word: str, position: int, character: str) -> str | None:
     if unicodedata.combining(character) == _OVERLAY:
         return (f"contains the overlay mark {describe(character)}, which strikes through the "
                 "character before it")
-    before = word[position - 1] if position > 0 else ""
-    if not before or before.isascii() or unicodedata.category(before)[0] not in "LM":
+    before = word[position - 1] if position > 0 else ""  # a mark before it passed already
+    category = unicodedata.category(before) if before else ""
+    if not before or before.isascii() or category[0] not in "LM" \
+            or (category[0] == "L" and _script(before) == "LATIN"):
         return (f"has the mark {describe(character)} after {before or 'nothing'!r}: marks "
-                "follow letters outside ASCII (write an accented letter composed)")
+                "follow letters of scripts other than Latin (write an accented Latin letter "
+                "composed; U+0131 DOTLESS I with a dot above would read as i)")
     return None
 
 
