@@ -110,8 +110,11 @@ class ProvenanceOut(BaseModel):
 
 class IngestResponse(BaseModel):
     """``duplicates``: this writer's own documents each skipped one has the text of
-    (``{"id", "same_text_as", "state"}``). ``displaced``: ids a verified signed record took
-    over from a less trusted document (moved aside: deleted or discarded, audited)."""
+    (``{"id", "same_text_as", "state"}``), or the stored signed record a relay posted again.
+    ``displaced``: ids a verified signed record took over from a less trusted stored document
+    or the writer's own held one (moved aside: deleted or discarded, audited). Another
+    writer's held document of an id this batch writes is set aside without being listed: the
+    quarantine is not shown to other writers."""
 
     batch_id: int | None
     writer: str
