@@ -65,6 +65,24 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
             kb.release("never-held", by="admin-alice")
 
 
+def test_a_held_id_written_by_another_writer_is_set_aside_even_when_held_again(
+        demo_kb_dir: Path) -> None:
+    """Two writers' held texts of one id cannot both be held (one held row per id): the new
+    one replaces the old in one transaction, and the first writer's row is history."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        kb.ingest([POISON], tier="untrusted", writer="mallory", writer_key="k-mal",
+                  guard=IngestGuard())
+        other = Document(id="poison-refund", text=POISON.text.replace("90", "120"))
+        report = kb.ingest([other], tier="untrusted", writer="eve", writer_key="k-eve",
+                           guard=IngestGuard())
+        assert [q["id"] for q in report.quarantined] == ["poison-refund"]
+        assert report.displaced == [] and report.added == []
+        held = kb.store.quarantined(include_released=True)
+        states = [(h["writer"], h["state"]) for h in held if h["id"] == "poison-refund"]
+        assert states == [("mallory", "discarded"), ("eve", "held")]
+        assert "set aside: eve wrote this id" in held[0]["closed_reason"]
+
+
 def test_trusted_writers_are_scored_but_not_quarantined(demo_kb_dir: Path) -> None:
     with KnowledgeBase.open(demo_kb_dir) as kb:
         report = kb.ingest([POISON], tier="trusted", writer="policy-team", guard=IngestGuard())
