@@ -162,7 +162,7 @@ def new_id_problem(doc_id: str) -> str | None:
     """Why ``doc_id`` may not be given to a new document, or ``None`` when the policy allows
     it (see the module doc). Length and path rules are the callers'."""
     earlier = id_problem(doc_id)
-    if earlier is not None:
+    if earlier is not None or doc_id.isascii():  # printable ASCII is allowed as it is
         return earlier
     covered = set()
     for start, word in _words(doc_id):
