@@ -14,9 +14,11 @@ The rules (the service's API documents them too):
 * Ids are global. A **verified signed record** of an id (the publisher signed this very id)
   takes the id over from a less trusted document (neutral or untrusted, whoever wrote it) and
   from an earlier version signed by the same publisher: that document is moved aside in the
-  same transaction (deleted with a tombstone, or discarded from the quarantine) and the
-  signed one gets the id. Any other write to an id that another writer holds is a conflict,
-  and so is one to the writer's own id with another text, unless the write is an **update**.
+  same transaction (deleted with a tombstone, or the writer's own held text discarded from
+  the quarantine) and the signed one gets the id. Any other write to an id that another
+  writer stores is a conflict, and so is one to the writer's own id with another text,
+  unless the write is an **update**. Ids are not scoped per writer (docs/design.md,
+  "Provenance", says why).
 * An update (``update=True``: the CLI re-ingesting a changed file) replaces the writer's own
   document of that id with the new text as its next version, only when the stored document
   came from the same ``source`` (the same file): the same id from another folder is a
