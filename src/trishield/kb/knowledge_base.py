@@ -506,7 +506,7 @@ class KnowledgeBase:
                                   writer_key=writer_key, update=update)
             except TriShieldError as error:
                 self.audit_refused("ingest", writer, writer_key,
-                                    getattr(error, "doc_id", None), error)
+                                   getattr(error, "doc_id", None), error)
                 raise
             report = IngestReport(None, [], public_duplicates(plan.duplicates), 0,
                                   self.store.generation(), 0.0, 0.0,
@@ -853,7 +853,7 @@ class KnowledgeBase:
                     owner is not None and not owns(record, *owner)):
                 if record is not None and record["state"] == "held":
                     self.audit_refused("withdraw", owner[0], owner[1], doc_id,
-                                        ForbiddenError("held for another writer"))
+                                       ForbiddenError("held for another writer"))
                 raise NotFoundError(f"no document {doc_id!r} is held in quarantine"
                                     if owner is None else f"no document {doc_id!r}")
             with self.store.transaction() as connection:
@@ -862,8 +862,9 @@ class KnowledgeBase:
         return self.store.quarantined_document(doc_id)
 
     def audit_refused(self, action: str, writer: str, writer_key: str, doc_id: str | None,
-                       error: Exception) -> None:
-        """Audit a refused write (the refusal itself is the caller's to raise)."""
+                      error: Exception) -> None:
+        """Audit a refused write (the refusal itself is the caller's to raise; the service
+        audits a refusal it decides itself, a signature withdrawal by a non-admin, here)."""
         with self.store.transaction() as connection:
             self.store.audit(connection, action="refused", writer=writer, doc_id=doc_id,
                              content_hash=None,
