@@ -62,6 +62,7 @@ from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.engines import sync as engine_sync
 from trishield.kb.engines.config import EngineConfig
+from trishield.kb.id_policy import new_id_problem
 from trishield.kb.index_backend import EmbeddedBackend, catch_up
 from trishield.kb.indexes import (
     DENSE_KINDS,
@@ -88,6 +89,7 @@ from trishield.kb.ownership import (
     owns,
     plan_batch,
     public_duplicates,
+    set_aside_reason,
 )
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
@@ -186,6 +188,19 @@ def _distinct_ids(doc_ids: Sequence[str]) -> list[str]:
 
 
 _FAULT_HITS: dict[str, int] = {}
+
+
+def _check_new_ids(documents: Sequence[Document], known: set[str]) -> None:
+    """Refuse a document whose id is new to the KB and outside the id policy
+    (:mod:`trishield.kb.id_policy`). An id the KB already stores or holds keeps working, so
+    that a KB written before the policy can still update and replace its documents."""
+    for document in documents:
+        if document.id in known:
+            continue
+        problem = new_id_problem(document.id)
+        if problem is not None:
+            raise InputError(f"document id {document.id!r} {problem}",
+                             path=document.origin or None)
 
 
 def _fault_point(phase: str) -> None:
@@ -485,13 +500,15 @@ class KnowledgeBase:
                                  path=document.origin or None)
         guard = guard if guard is not None else self.screener
         with self._write_lock():
+            claims = self.store.claims([d.id for d in documents],
+                                       [d.content_hash for d in documents])
+            _check_new_ids(documents, {claim.doc_id for claim in claims})
             try:
-                plan = plan_batch(documents, self.store.claims(
-                    [d.id for d in documents], [d.content_hash for d in documents]),
-                    tier=tier, writer=writer, writer_key=writer_key, update=update)
+                plan = plan_batch(documents, claims, tier=tier, writer=writer,
+                                  writer_key=writer_key, update=update)
             except TriShieldError as error:
-                self._audit_refused("ingest", writer, writer_key,
-                                    getattr(error, "doc_id", None), error)
+                self.audit_refused("ingest", writer, writer_key,
+                                   getattr(error, "doc_id", None), error)
                 raise
             report = IngestReport(None, [], public_duplicates(plan.duplicates), 0,
                                   self.store.generation(), 0.0, 0.0,
@@ -551,6 +568,7 @@ class KnowledgeBase:
         ids = {document.id for document in documents}
         displaced = [(claim, d) for claim, d in plan.displaced if d.id in ids]
         withdrawn = [(claim, d) for claim, d in plan.withdrawn if d.id in ids]
+        set_aside = [(claim, d) for claim, d in plan.set_aside if d.id in ids]
         updates = [(claim, d) for claim, d in plan.updates if d.id in ids and d.id not in blocked]
         _fault_point("before-commit")
         with self.store.transaction() as connection:
@@ -562,6 +580,10 @@ class KnowledgeBase:
                 else:
                     self.store.close_quarantined(connection, claim.doc_id, state="discarded",
                                                  by=write.writer, reason=reason)
+            for claim, document in set_aside:  # audited; never in the writer's report
+                self.store.close_quarantined(
+                    connection, claim.doc_id, state="discarded", by=write.writer,
+                    reason=set_aside_reason(document.tier or write.tier, write.writer))
             for claim, document in withdrawn:
                 self.store.close_quarantined(
                     connection, claim.doc_id, state="withdrawn", by=write.writer,
@@ -809,7 +831,7 @@ class KnowledgeBase:
             if owner is not None and not owns(record, *owner):
                 error = ForbiddenError(f"{owner[0]} may delete only its own documents; "
                                        f"{doc_id!r} was written by {record['writer']}")
-                self._audit_refused("delete", owner[0], owner[1], doc_id, error)
+                self.audit_refused("delete", owner[0], owner[1], doc_id, error)
                 raise error
             with self.store.transaction() as connection:
                 tombstone = self.store.delete_document(connection, doc_id, by=by,
@@ -835,8 +857,8 @@ class KnowledgeBase:
             if record is None or record["state"] != "held" or (
                     owner is not None and not owns(record, *owner)):
                 if record is not None and record["state"] == "held":
-                    self._audit_refused("withdraw", owner[0], owner[1], doc_id,
-                                        ForbiddenError("held for another writer"))
+                    self.audit_refused("withdraw", owner[0], owner[1], doc_id,
+                                       ForbiddenError("held for another writer"))
                 raise NotFoundError(f"no document {doc_id!r} is held in quarantine"
                                     if owner is None else f"no document {doc_id!r}")
             with self.store.transaction() as connection:
@@ -844,9 +866,10 @@ class KnowledgeBase:
                                              reason=reason)
         return self.store.quarantined_document(doc_id)
 
-    def _audit_refused(self, action: str, writer: str, writer_key: str, doc_id: str | None,
-                       error: Exception) -> None:
-        """Audit a refused write (the refusal itself is the caller's to raise)."""
+    def audit_refused(self, action: str, writer: str, writer_key: str, doc_id: str | None,
+                      error: Exception) -> None:
+        """Audit a refused write (the refusal itself is the caller's to raise; the service
+        audits a refusal it decides itself, a signature withdrawal by a non-admin, here)."""
         with self.store.transaction() as connection:
             self.store.audit(connection, action="refused", writer=writer, doc_id=doc_id,
                              content_hash=None,
