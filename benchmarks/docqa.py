@@ -172,8 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open_kb(args.work_dir, corpus, strategy) as kb:
             recall[strategy] = retrieval(kb, questions)
         for backend, row in recall[strategy].items():
+            found = set(row["found"])
+            by_split = "  ".join(
+                f"{split} {sum(q.id in found for q in questions if q.split == split)}/"
+                f"{sum(q.split == split for q in questions)}" for split in ("dev", "test"))
             print(f"recall@5  {strategy:9s} {backend:7s} {row['hits']:4d}/{row['of']:<4d} "
-                  f"{row['recall_at_5']:.3f}")
+                  f"{row['recall_at_5']:.3f}   {by_split}")
     figures["recall"] = recall
     if args.answers:
         results, timings = [], []

@@ -186,7 +186,10 @@ DESCRIPTION
              a per-host basis in the configuration file.
 
      -q      Quiet mode.  Causes most warning and diagnostic messages to be
-             suppressed.
+             suppressed.  Only fatal errors are shown; the messages that a
+             login banner or a host key change would print are not written to
+             the terminal, and the exit status alone says whether the command
+             succeeded.
 
 EXIT STATUS
      ssh exits with the exit status of the remote command or with 255 if an
@@ -212,13 +215,31 @@ def test_sections_keep_an_option_entry_apart_and_carry_its_heading() -> None:
 
 
 def test_sections_read_markdown_and_rst_headings() -> None:
-    text = ("# Install\n\nRun make install.\n\nConfiguration\n=============\n\n"
-            "Set the port with --port.\n\n## Limits\n\nAt most 20 connections.\n")
+    def body(last: str) -> str:
+        return " ".join(["Some words of the section."] * 9) + f" {last}"
+
+    text = (f"# Install\n\n{body('Run make install.')}\n\nConfiguration\n=============\n\n"
+            f"{body('Set the port with --port.')}\n\n## Limits\n\n"
+            f"{body('At most 20 connections.')}\n")
     chunks = chunk_document(Document(id="guide", text=text, title="Guide"), SECTIONS)
-    assert [(c.section, c.text.split("\n")[-1]) for c in chunks] == [
+    assert [(c.section, c.text.split(". ")[-1]) for c in chunks] == [
         ("Guide > Install", "Run make install."),
         ("Guide > Configuration", "Set the port with --port."),
         ("Guide > Limits", "At most 20 connections.")]
+
+
+def test_tiny_sections_are_packed_with_what_follows() -> None:
+    """Headings over a line or two (a definition list read as headings, a table of contents)
+    would make a chunk each: a section under a third of the size is packed with the next, and
+    the chunk is named after the heading its text starts under."""
+    terms = "".join(f"user{i}\n\nThe account user{i} runs service {i}.\n\n" for i in range(30))
+    chunks = chunk_document(Document(id="d", text=f"Contents\n\nAccounts\n\n{terms}",
+                                     title="Users"), SECTIONS)
+    assert len(chunks) < 10
+    assert all(c.word_end - c.word_start <= 120 for c in chunks)
+    # headings over nothing yet (nested) name the chunk by the last of them
+    assert chunks[0].section == "Users > user0" and chunks[0].text.startswith("Contents")
+    assert chunks[1].section.startswith("Users > user")
 
 
 def test_a_document_without_structure_is_cut_as_windows_are() -> None:

@@ -178,12 +178,17 @@ def _by_sections(document: Document, spans: list[tuple[int, int]],
     if len(blocks) <= 1:
         return _windows(document, spans, 0, len(spans), config, "", [])
     title = " ".join(document.title.split())
+    least = max(1, config.words // 3)
     chunks: list[Chunk] = []
-    heading = ""
+    heading = ""  # the heading in force
+    named = ""  # the heading the pending chunk's text starts under
     pending: list[_Block] = []
 
+    def body_words() -> int:
+        return sum(b.end - b.start for b in pending if b.body)
+
     def flush() -> None:
-        section = " > ".join(part for part in (title, heading) if part)
+        section = " > ".join(part for part in (title, named) if part)
         if pending:
             first, last = pending[0].start, pending[-1].end
             if last - first > config.words:
@@ -193,14 +198,18 @@ def _by_sections(document: Document, spans: list[tuple[int, int]],
         pending.clear()
 
     for block in blocks:
-        if block.heading is not None:
-            flush()
-            heading = block.heading
-            pending.append(block)  # the heading line opens its section's first chunk
-            continue
         size = block.end - (pending[0].start if pending else block.start)
-        if pending and (size > config.words or block.entry) and any(b.body for b in pending):
+        full = size > config.words and body_words() > 0
+        if block.heading is not None or block.entry:
+            # a heading or an entry opens a chunk once the pending one says enough; a
+            # heading over nothing yet (nested headings) names the section instead
+            full = full or body_words() >= least
+        if full:
             flush()
+        if block.heading is not None:
+            heading = block.heading
+        if not any(b.body for b in pending):
+            named = heading
         pending.append(block)
     flush()
     return chunks
