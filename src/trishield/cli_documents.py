@@ -131,6 +131,9 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
 @click.option("--model", "embedding_model", help="Embedding model for a new KB "
               "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
 @click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
+@click.option("--chunking", "chunk_strategy", type=click.Choice(("sections", "window")),
+              help="How a new KB cuts documents: by their sections (default) or in word "
+                   "windows.")
 @click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
 @click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw", "ivfpq"]),
               help="Dense index of a new KB (flat by default; see docs/scale.md).")
@@ -151,6 +154,7 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
 def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writer: str,
            id_prefix: str, update: bool, batch_size: int, max_file_size: str | None,
            show_progress: bool | None, embedding_model: str | None, chunk_words: int | None,
+           chunk_strategy: str | None,
            chunk_overlap: int | None, dense_index: str | None, engine_uri: str | None,
            engine_collection: str | None, engine_index: str | None, guard: bool,
            config_file: Path | None, json_output: bool) -> None:
@@ -178,9 +182,10 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     screen = IngestGuard(load_settings(config_file).pipeline.guard) if guard else None
     _refuse_key_names(kb_dir, writer)
     chunking = None
-    if chunk_words is not None or chunk_overlap is not None:
+    if chunk_words is not None or chunk_overlap is not None or chunk_strategy is not None:
         chunking = ChunkingConfig(chunk_words or 120,
-                                  20 if chunk_overlap is None else chunk_overlap)
+                                  20 if chunk_overlap is None else chunk_overlap,
+                                  chunk_strategy or "sections")  # type: ignore[arg-type]
     wanted = (sys.stderr.isatty() and not json_output) if show_progress is None \
         else show_progress
     with _progress_bar(wanted) as bar:

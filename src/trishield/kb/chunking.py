@@ -43,7 +43,10 @@ class ChunkingConfig:
 
     words: int = 120
     overlap: int = 20
-    strategy: Strategy = "window"
+    strategy: Strategy = "sections"
+    """``sections`` for new KBs: on documentation it found more answers in the top 5 than
+    windows did, and it cuts a one-paragraph passage exactly as windows do
+    (docs/answers.md); a KB built before it records no strategy and is read as ``window``."""
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
