@@ -1,0 +1,80 @@
+"""The limits every input file is read under (``trishield ingest --max-...``).
+
+A file's size on disk says little about what reading it costs: a 400 KB DOCX can unpack to
+800 MB of XML, a 1 KB PDF can claim 64,000 pages, 100 KB of nested ``<div>`` s can keep an
+HTML parser busy for minutes and a 200 KB front matter can expand (through YAML aliases) to
+200 MB of metadata. So each file is read under limits on what it *expands* to, its pages,
+its nesting depth, and the time and memory its parser may use; a file over one is reported
+(with the limit and the option that raises it) and the rest of a folder is still read.
+
+Stdlib only: the parser process (:mod:`trishield.kb.parse_worker`) imports it without the
+rest of the library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Limits on reading one file; ``None`` means no limit (there is always a default).
+
+    ``max_file_bytes``: the file on disk (checked before it is opened for parsing; JSONL,
+    read a line at a time, excepted). ``max_expanded_bytes``: what a file unpacks to: the
+    members of a DOCX (as its zip directory declares them, which is also all Python's zip
+    reader will ever produce) and the text extracted from any document. ``max_pages``: pages
+    of a PDF (its page tree is walked, and refused if it visits one node twice, before any
+    page is read). ``max_depth``: element nesting of an HTML page. ``max_seconds`` and
+    ``max_memory_bytes``: wall time and address space of the parser process that reads PDF,
+    DOCX, HTML and reStructuredText files (a parser that checks none of the limits above
+    still stops here). ``max_front_matter_bytes``: the YAML front matter of a text file, both
+    as written and as expanded (aliases repeat a value without repeating its bytes).
+    """
+
+    max_file_bytes: int | None = 50 * MIB
+    max_expanded_bytes: int | None = 64 * MIB
+    max_pages: int | None = 2000
+    max_depth: int | None = 256
+    max_seconds: float | None = 30.0
+    max_memory_bytes: int | None = 1024 * MIB
+    max_front_matter_bytes: int | None = 64 * 1024
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"read limit {item.name} must be a number or None, got "
+                                 f"{value!r}")
+            if value <= 0:
+                raise ValueError(f"read limit {item.name} must be positive, got {value!r}")
+
+    def as_dict(self) -> dict[str, int | float | None]:
+        """The limits as JSON values (what the parser process is sent)."""
+        return asdict(self)
+
+
+OPTION_OF = {
+    "max_file_bytes": "--max-file-size",
+    "max_expanded_bytes": "--max-expanded-size",
+    "max_pages": "--max-pages",
+    "max_depth": "--max-depth",
+    "max_seconds": "--parse-time",
+    "max_memory_bytes": "--parse-memory",
+    "max_front_matter_bytes": "--max-front-matter",
+}
+"""The ``trishield ingest`` option that raises each limit: every refusal names it."""
+
+
+def format_bytes(size: int) -> str:
+    """``52428800`` -> ``50.0 MiB``: sizes in errors and summaries."""
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
