@@ -137,7 +137,8 @@ def _follow(link: Path, real_root: Path, direct: set[Path],
     except (OSError, RuntimeError) as error:  # a loop of links: ELOOP or RuntimeError
         return f"link cannot be followed (to {target}: {getattr(error, 'strerror', error)})"
     if not _inside(real, real_root):
-        return f"link to {real}, outside the ingested folder; links are not followed out of it"
+        return (f"link to {target}, outside the ingested folder; links are not followed out "
+                "of it")
     info = real.stat()
     if stat.S_ISDIR(info.st_mode):
         return f"link to the folder {real}; links to folders are not followed"

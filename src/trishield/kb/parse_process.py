@@ -74,13 +74,15 @@ class ParserProcess:
             self._start()
         header = json.dumps({"kind": kind, "name": name,
                              "limits": self.limits.as_dict()}).encode("utf-8")
-        assert self._requests is not None and self._replies is not None
+        assert self._replies is not None
         started = time.monotonic()
-        try:
-            self._requests.send_bytes(header)
-            self._requests.send_bytes(data)
-        except OSError:  # the child died between two files: it is restarted for the next
-            raise self._stopped(name) from None
+        if not self._send(header, data):
+            # the child ended between two files (killed from outside): one fresh try
+            self._kill()
+            self._start()
+            started = time.monotonic()
+            if not self._send(header, data):
+                raise self._stopped(name)
         remaining = None
         if self.limits.max_seconds is not None:
             remaining = max(0.0, self.limits.max_seconds - (time.monotonic() - started))
@@ -93,9 +95,21 @@ class ParserProcess:
             reply = json.loads(self._replies.recv_bytes())
         except (EOFError, OSError):
             raise self._stopped(name) from None
+        if reply.get("exiting"):
+            self._kill()  # it is on its way out: the next file gets a fresh process
         if "error" in reply:
             raise InputError(reply["error"], path=name)
         return Parsed.from_json(reply)
+
+    def _send(self, header: bytes, data: bytes) -> bool:
+        """Hand the child one request; False when its pipe is closed (it has ended)."""
+        assert self._requests is not None
+        try:
+            self._requests.send_bytes(header)
+            self._requests.send_bytes(data)
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         """Stop the child (closing its pipe ends its loop; a stuck one is killed)."""

@@ -133,8 +133,8 @@ def _warm_up() -> None:
 def serve(read_fd: int, write_fd: int, memory: int | None) -> None:
     """The parser process's loop: a JSON request (``kind``, ``name``, ``limits``) and the
     file's bytes in, a JSON reply (``extracts`` and ``metadata``, or ``error``) out, until
-    the parent closes the pipe. After a MemoryError the process replies and exits (its heap
-    may be in pieces); the parent starts a fresh one for the next file."""
+    the parent closes the pipe. After a MemoryError the process replies (``exiting``) and
+    exits (its heap may be in pieces); the parent starts a fresh one for the next file."""
     from multiprocessing.connection import Connection
 
     _warm_up()
@@ -156,7 +156,7 @@ def serve(read_fd: int, write_fd: int, memory: int | None) -> None:
         except InputError as error:
             reply = {"error": error.message}
         except MemoryError:
-            reply, fatal = {"error": memory_message(memory)}, True
+            reply, fatal = {"error": memory_message(memory), "exiting": True}, True
         except RecursionError:
             reply = {"error": "it is nested too deeply for the parser"}
         except Exception as error:  # any parser failure is the file's, never ours to raise
