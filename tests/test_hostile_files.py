@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import docx
-import hostile_files as hostile
 import pytest
 from click.testing import CliRunner
 
+import hostile_files as hostile
 from trishield.cli import cli
 
 ORDINARY = {"returns.md": "---\ntitle: Returns\n---\nItems may be returned within 30 days.\n",
