@@ -98,8 +98,10 @@ def walk_folder(root: Path, wanted: Callable[[Path], bool]) -> tuple[list[Folder
             else:
                 entries.append((path, info))
     entries.sort(key=lambda item: item[0].relative_to(root).parts)
-    direct = {path.resolve() for path, info in entries
-              if stat.S_ISREG(info.st_mode) and wanted(path)}
+    direct: set[Path] = set()
+    if any(stat.S_ISLNK(info.st_mode) for _, info in entries):  # only links need them
+        direct = {path.resolve() for path, info in entries
+                  if stat.S_ISREG(info.st_mode) and wanted(path)}
     files: list[FolderFile] = []
     linked: dict[Path, Path] = {}
     for path, info in entries:
