@@ -1,8 +1,9 @@
 """Hostile files at the sizes of issue 49, each read next to ordinary files: time and peak
 memory per file, and one ``trishield ingest`` of the whole folder.
 
-The files are written by ``tests/hostile_files.py`` (nothing binary is committed): a 2.9 MB
-DOCX holding an 800 MB ``document.xml`` and a smaller one of 100 MB, ``<div>`` s nested
+The files are written by ``tests/hostile_files.py`` (nothing binary is committed): a
+DOCX holding an 800 MB ``document.xml``, one of 100 MB, one of 60 MB (under the
+expanded-size limit) of 1.5 million short paragraphs, ``<div>`` s nested
 2,000 / 4,000 / 8,000 / 20,000 deep, a 49 MB page of paragraphs, a 1.4 KB PDF whose page
 tree lists each level twice (1,024 pages), a 1 KB one whose tree claims 65,536 pages, a
 200 KB front matter whose YAML aliases expand to 200 MB, links to ``/etc/passwd``,
@@ -12,12 +13,13 @@ dangling link.
 Two measurements, each in processes of their own pinned to 2 CPU cores (``taskset``-like
 affinity, when the machine has more):
 
-* per file: a fresh ``trishield ingest --json`` of a folder holding the ordinary files and
-  that one hostile file; wall time of the run and peak resident memory (RSS) of its whole
-  process tree (the CLI and its parser process, sampled every 20 ms from ``/proc``), and
-  what the run said about the file. The run includes loading the embedding model and
-  embedding the ordinary files, so it over-states the file's own cost; the baseline row
-  (the ordinary files alone) shows how much.
+* per file: a folder holding the ordinary files and that one hostile file, read twice in
+  fresh processes: ``load_path`` alone (``read``: the loaders' cost, no model) and a whole
+  ``trishield ingest --json`` (``ingest``: loading the embedding model and embedding the
+  ordinary files included; the baseline row, the ordinary files alone, shows how much).
+  For each, wall time and peak resident memory (RSS) of the whole process tree (the
+  process and its parser process, sampled every 20 ms from ``/proc``); and what the ingest
+  said about the file.
 * the whole folder in one ``trishield ingest``: total time, peak RSS, and that every
   ordinary file was stored and every hostile one reported.
 
@@ -58,6 +60,7 @@ ORDINARY_IDS = ["manual:p1", "manual:p2", "refunds", "returns", "shipping"]
 HOSTILE: dict[str, Callable[[Path], object]] = {
     "docx-800MB-xml.docx": lambda p: hostile.docx_bomb(p, 800_000_000),
     "docx-100MB-xml.docx": lambda p: hostile.docx_bomb(p, 100_000_000),
+    "docx-60MB-short-paras.docx": lambda p: hostile.docx_bomb(p, 60_000_000, 8),
     "nested-2k.html": lambda p: hostile.nested_divs(p, 2_000),
     "nested-4k.html": lambda p: hostile.nested_divs(p, 4_000),
     "nested-8k.html": lambda p: hostile.nested_divs(p, 8_000),
@@ -75,12 +78,24 @@ HOSTILE: dict[str, Callable[[Path], object]] = {
 }
 
 
+READ_PROBE = """\
+import sys, time
+from pathlib import Path
+from trishield.kb.loaders import load_folder
+started = time.perf_counter()
+load_folder(Path(sys.argv[1]))
+print(time.perf_counter() - started)
+"""
+
+
 @dataclass
 class Run:
-    """One measured ``trishield ingest``."""
+    """One hostile file measured: read alone, and a whole ``trishield ingest``."""
 
     name: str
     file_bytes: int
+    read_seconds: float
+    read_peak_rss: int
     seconds: float
     peak_rss: int
     outcome: str
@@ -138,10 +153,24 @@ def _two_cores() -> None:
 def ingest(folder: Path, kb: Path) -> tuple[dict | None, float, int, str]:
     """``trishield ingest FOLDER --json`` in a fresh process: its summary (None if it
     failed), wall seconds, peak RSS of its process tree, and its stderr."""
+    out, seconds, peak, err, code = measured(
+        [sys.executable, "-m", "trishield.cli", "ingest", str(folder), "--kb", str(kb),
+         "--no-guard", "--json"])
+    return (json.loads(out) if code == 0 else None), seconds, peak, err
+
+
+def read(folder: Path) -> tuple[float, int]:
+    """``load_folder(FOLDER)`` in a fresh process: seconds it took (as the process timed
+    it, without the imports) and peak RSS of the process tree."""
+    out, _, peak, _, code = measured([sys.executable, "-c", READ_PROBE, str(folder)])
+    return (float(out) if code == 0 else float("nan")), peak
+
+
+def measured(command: list[str]) -> tuple[str, float, int, str, int]:
+    """Run ``command`` on 2 cores: stdout, wall seconds, peak tree RSS, stderr, exit code."""
     started = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, "-m", "trishield.cli", "ingest", str(folder), "--kb", str(kb),
-         "--no-guard", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         preexec_fn=_two_cores, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     peak = 0
     done = threading.Event()
@@ -162,8 +191,8 @@ def ingest(folder: Path, kb: Path) -> tuple[dict | None, float, int, str]:
     seconds = time.monotonic() - started
     done.set()
     sampler.join()
-    summary = json.loads(out) if process.returncode == 0 else None
-    return summary, seconds, peak, err.decode("utf-8", "replace")
+    return (out.decode("utf-8", "replace"), seconds, peak, err.decode("utf-8", "replace"),
+            process.returncode)
 
 
 def _outcome(summary: dict | None, path: Path, stderr: str) -> str:
@@ -188,6 +217,7 @@ def measure(name: str, work: Path) -> Run:
     if name in HOSTILE:
         HOSTILE[name](path)
         size = path.lstat().st_size
+    read_seconds, read_peak = read(folder)
     summary, seconds, peak, stderr = ingest(folder, work / f"kb-{name}")
     stored = summary is not None and set(ORDINARY_IDS) <= set(summary["added"])
     outcome = "baseline" if name not in HOSTILE else _outcome(summary, path, stderr)
@@ -195,7 +225,7 @@ def measure(name: str, work: Path) -> Run:
     ok = stored and reported and seconds <= MAX_SECONDS and peak <= MAX_RSS
     shutil.rmtree(folder)
     shutil.rmtree(work / f"kb-{name}", ignore_errors=True)
-    return Run(name, size, seconds, peak, outcome, stored, ok)
+    return Run(name, size, read_seconds, read_peak, seconds, peak, outcome, stored, ok)
 
 
 def whole_folder(work: Path, names: list[str]) -> Run:
@@ -204,6 +234,7 @@ def whole_folder(work: Path, names: list[str]) -> Run:
     for name in names:
         HOSTILE[name](folder / name)
     size = sum(p.lstat().st_size for p in folder.iterdir())
+    read_seconds, read_peak = read(folder)
     summary, seconds, peak, stderr = ingest(folder, work / "kb-all")
     stored = summary is not None and set(ORDINARY_IDS) <= set(summary["added"])
     outcomes = [_outcome(summary, folder / name, stderr) for name in names]
@@ -211,7 +242,14 @@ def whole_folder(work: Path, names: list[str]) -> Run:
     outcome = f"{sum(o.startswith(('failed:', 'skipped:')) for o in outcomes)} of " \
               f"{len(names)} hostile files reported"
     shutil.rmtree(folder)
-    return Run("(whole folder)", size, seconds, peak, outcome, stored, stored and reported)
+    return Run("(whole folder)", size, read_seconds, read_peak, seconds, peak, outcome, stored,
+               stored and reported)
+
+
+def show(run: Run) -> None:
+    print(f"{run.name:<24}{run.file_bytes:>12,}{run.read_seconds:>8.1f}"
+          f"{run.read_peak_rss / 1e6:>8.0f}MB{run.seconds:>10.1f}{run.peak_rss / 1e6:>10.0f}MB"
+          f"  {'' if run.ok else 'FAIL '}{run.outcome}", flush=True)
 
 
 def main() -> int:
@@ -224,18 +262,14 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     print(f"cpus for the runs: {min(len(os.sched_getaffinity(0)), 2)}; limits: "
           f"{MAX_SECONDS:.0f} s, {MAX_RSS / 1e9:.1f} GB peak RSS per run")
-    print(f"{'file':<24}{'size':>12}{'seconds':>9}{'peak RSS':>11}  outcome")
+    print(f"{'file':<24}{'size':>12}{'read s':>8}{'read RSS':>10}{'ingest s':>10}"
+          f"{'ingest RSS':>12}  outcome")
     runs = []
     for name in ["(ordinary files only)", *names]:
-        run = measure(name, work)
-        runs.append(run)
-        print(f"{run.name:<24}{run.file_bytes:>12,}{run.seconds:>9.1f}"
-              f"{run.peak_rss / 1e6:>9.0f}MB  {'' if run.ok else 'FAIL '}{run.outcome}",
-              flush=True)
-    run = whole_folder(work, names)
-    runs.append(run)
-    print(f"{run.name:<24}{run.file_bytes:>12,}{run.seconds:>9.1f}"
-          f"{run.peak_rss / 1e6:>9.0f}MB  {'' if run.ok else 'FAIL '}{run.outcome}")
+        runs.append(measure(name, work))
+        show(runs[-1])
+    runs.append(whole_folder(work, names))
+    show(runs[-1])
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -42,17 +42,18 @@ def odd_entries(folder: Path) -> dict[str, Path]:
 
 
 # -- DOCX ------------------------------------------------------------------------------------
-def docx_bomb(path: Path, xml_bytes: int) -> Path:
-    """A valid DOCX whose ``word/document.xml`` is ``xml_bytes`` of paragraphs of one letter
-    repeated (deflate packs it about 1000 to 1): 800 MB of XML in under 3 MB. The member is
-    streamed into the zip, so writing it never holds the XML in memory."""
+def docx_bomb(path: Path, xml_bytes: int, paragraph_chars: int = 4000) -> Path:
+    """A valid DOCX whose ``word/document.xml`` is ``xml_bytes`` of paragraphs of
+    ``paragraph_chars`` letters (deflate packs it about 1000 to 1): 800 MB of XML in about
+    1 MB. Short paragraphs make an XML tree of many small elements (memory and time for
+    the parser). The member is streamed into the zip, never held in memory."""
     import docx
 
     template = io.BytesIO()
     document = docx.Document()
     document.add_paragraph("template")
     document.save(template)
-    paragraph = b"<w:p><w:r><w:t>" + b"a" * 4000 + b"</w:t></w:r></w:p>"
+    paragraph = b"<w:p><w:r><w:t>" + b"a" * paragraph_chars + b"</w:t></w:r></w:p>"
     head = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document xmlns:w='
             b'"http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>')
     tail = b"</w:body></w:document>"
