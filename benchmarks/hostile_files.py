@@ -6,7 +6,8 @@ DOCX holding an 800 MB ``document.xml``, one of 100 MB, one of 60 MB (under the
 expanded-size limit) of 1.5 million short paragraphs, ``<div>`` s nested
 2,000 / 4,000 / 8,000 / 20,000 deep, a 49 MB page of paragraphs, a 1.4 KB PDF whose page
 tree lists each level twice (1,024 pages), a 1 KB one whose tree claims 65,536 pages, a
-200 KB front matter whose YAML aliases expand to 200 MB, links to ``/etc/passwd``,
+200 KB front matter whose YAML aliases expand to 200 MB and a 60 KB one (under the front
+matter limit as written) that expands to 200 MB, links to ``/etc/passwd``,
 ``/proc/self/status``, ``/proc/self/mountinfo`` and ``/dev/null``, a named pipe and a
 dangling link.
 
@@ -23,8 +24,12 @@ affinity, when the machine has more):
 * the whole folder in one ``trishield ingest``: total time, peak RSS, and that every
   ordinary file was stored and every hostile one reported.
 
-Checks (exit status 1 if one fails): each hostile file is reported (failed or skipped) by a
-run of at most 60 s and 1.5 GB peak RSS, and the ordinary files beside it are stored.
+Checks (exit status 1 if one fails): each hostile file is reported (failed or skipped) by the
+ingest, the ordinary files beside it are stored, reading the folder takes at most 60 s
+(``read s``: the time until every file is read or reported; the ingest's own time adds the
+model and the embedding, the baseline row) and neither run's process tree goes past 1.5 GB
+of peak RSS. The whole-folder run checks only that every hostile file is reported and every
+ordinary one stored (its time is the sum of its files').
 
     HF_HUB_OFFLINE=1 PYTHONPATH=src .venv/bin/python benchmarks/hostile_files.py \\
         [--only NAME ...] [--keep DIR]
@@ -68,7 +73,8 @@ HOSTILE: dict[str, Callable[[Path], object]] = {
     "flat-49MB.html": lambda p: hostile.flat_html(p, 49_000_000),
     "shared-page-tree.pdf": lambda p: hostile.shared_page_tree(p, 10, 2),
     "claims-64k-pages.pdf": lambda p: hostile.shared_page_tree(p, 4, 16),
-    "yaml-aliases.md": lambda p: hostile.yaml_alias_bomb(p, 4_000, 49_000),
+    "yaml-aliases-200KB.md": lambda p: hostile.yaml_alias_bomb(p, 4_000, 49_000),
+    "yaml-aliases-60KB.md": lambda p: hostile.yaml_alias_bomb(p, 20_000, 10_000),
     "passwd.txt": lambda p: p.symlink_to("/etc/passwd"),
     "status.txt": lambda p: p.symlink_to("/proc/self/status"),
     "mounts.md": lambda p: p.symlink_to("/proc/self/mountinfo"),
@@ -200,7 +206,9 @@ def _outcome(summary: dict | None, path: Path, stderr: str) -> str:
         return f"run failed: {stderr.strip().splitlines()[-1] if stderr.strip() else '?'}"
     for item in summary["failed_files"]:
         if item["path"] == str(path):
-            return "failed: " + item["error"].removeprefix(f"{path}: ")
+            error = item["error"].removeprefix(f"{path}:")
+            return "failed: " + error.split(": ", 1)[1] if error[:1].isdigit() else \
+                "failed: " + error.strip()
     for item in summary["skipped_files"]:
         if item["path"] == str(path):
             return "skipped: " + item["reason"]
@@ -222,7 +230,8 @@ def measure(name: str, work: Path) -> Run:
     stored = summary is not None and set(ORDINARY_IDS) <= set(summary["added"])
     outcome = "baseline" if name not in HOSTILE else _outcome(summary, path, stderr)
     reported = name not in HOSTILE or outcome.startswith(("failed:", "skipped:"))
-    ok = stored and reported and seconds <= MAX_SECONDS and peak <= MAX_RSS
+    ok = stored and reported and read_seconds <= MAX_SECONDS and \
+        max(read_peak, peak) <= MAX_RSS
     shutil.rmtree(folder)
     shutil.rmtree(work / f"kb-{name}", ignore_errors=True)
     return Run(name, size, read_seconds, read_peak, seconds, peak, outcome, stored, ok)

@@ -146,6 +146,15 @@ def shared_page_tree(path: Path, levels: int, fanout: int) -> Path:
     return path
 
 
+def looping_page_tree(path: Path) -> Path:
+    """A page tree whose ``/Kids`` is an array object that holds a node listing that same
+    array: no page node repeats, the array does, and the tree never ends."""
+    bodies = ["<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids 3 0 R /Count 1 >>",
+              "[ << /Type /Pages /Kids 3 0 R /Count 1 >> ]"]
+    path.write_bytes(_pdf(bodies))
+    return path
+
+
 def many_pages(path: Path, pages: int) -> Path:
     """A genuine page tree of ``pages`` distinct pages (a short line of text on each)."""
     bodies = ["<< /Type /Catalog /Pages 2 0 R >>", "", "<< /Type /Font /Subtype /Type1 "

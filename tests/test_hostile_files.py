@@ -123,6 +123,7 @@ def test_real_size_bombs_are_reported_quickly(tmp_path: Path) -> None:
     hostile.nested_divs(folder / "nested.html", 20_000)
     hostile.shared_page_tree(folder / "claims.pdf", 4, 16)
     hostile.shared_page_tree(folder / "shared.pdf", 10, 2)
+    hostile.looping_page_tree(folder / "loop.pdf")
     hostile.yaml_alias_bomb(folder / "aliases.md", 20_000, 10_000)
     summary, seconds = ingest_subprocess(folder, tmp_path / "kb", timeout=180)
     assert summary["added"] == ids
@@ -133,6 +134,7 @@ def test_real_size_bombs_are_reported_quickly(tmp_path: Path) -> None:
         failed.pop("nested.html")
     for name in ("claims.pdf", "shared.pdf"):
         assert "the PDF's page tree reaches object 5 more than once" in failed.pop(name)
+    assert "the PDF's page tree reaches object 3 more than once" in failed.pop("loop.pdf")
     assert "front matter expands (through YAML aliases) to over 64.0 KiB, the limit; raise " \
            "it (--max-front-matter)" in failed.pop("aliases.md")
     assert failed == {}

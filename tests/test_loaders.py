@@ -170,6 +170,15 @@ def test_jsonl_text_limit_is_read_at_call_time(tmp_path: Path,
     expect_input_error(path, 2, "11 characters long (max 10)")
 
 
+def test_jsonl_line_longer_than_any_document_is_refused_without_reading_it_whole(
+        tmp_path: Path) -> None:
+    """A JSONL file is read a line at a time; a "line" past what any document may hold (a
+    file without line breaks) is refused at its number instead of read whole into memory."""
+    path = tmp_path / "one-line.jsonl"
+    path.write_bytes(GOOD.encode() + b"\n" + b"x" * (loaders.MAX_JSONL_LINE_BYTES + 10))
+    expect_input_error(path, 2, f"line is longer than {loaders.MAX_JSONL_LINE_BYTES:,} bytes")
+
+
 def test_jsonl_duplicate_id_with_different_text_names_both_origins(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "dup.jsonl", [
         record(id="a", text="first"),

@@ -4,10 +4,19 @@ Each reader returns :class:`Extract` records (one per PDF page, one for the othe
 that :mod:`trishield.kb.loaders` can build documents whose origin names the file and, for a
 PDF, the page: a citation must be able to send a reader back to the page it came from.
 
+Readers take the file's bytes (read by the caller, which checks the file is a regular one
+under the size limit) and its name for messages, and honour
+:class:`~trishield.kb.read_limits.ReadLimits`: a DOCX's unpacked size, a PDF's page count
+(its page tree walked before pypdf flattens it), an HTML page's nesting depth, and the text
+any file gives. Time and memory are bounded around them, by the parser process that runs
+them (:mod:`trishield.kb.parse_process`). They import nothing of TriShield but
+:mod:`trishield.errors` and :mod:`trishield.kb.read_limits`, so that process starts light.
+
 The parsers are third-party code run on untrusted files, so any exception they raise is
-turned into an :class:`InputError` naming the file; nothing else escapes. Readers never fetch
-or include anything outside the file (rST ``include``/``raw`` are disabled, HTML is parsed,
-never rendered).
+turned into an :class:`InputError` naming the file; nothing else escapes (a MemoryError is
+left to the parser process, which reports it with its limit). Readers never fetch or include
+anything outside the file (rST ``include``/``raw`` are disabled, HTML is parsed, never
+rendered).
 """
 
 from __future__ import annotations
@@ -138,20 +147,26 @@ def _check_page_tree(reader: PdfReader, name: str, max_pages: int | None) -> Non
     root = reader.trailer["/Root"]
     pending = [root.raw_get("/Pages") if "/Pages" in root else None]
     seen: set[tuple[int, int]] = set()
+
+    def resolve(item: object) -> object:
+        """An indirect object, met once only (a node or a /Kids array reached twice is
+        how a 1 KB tree stands for 65,536 pages, and how it loops)."""
+        if not isinstance(item, IndirectObject):
+            return item
+        key = (item.idnum, item.generation)
+        if key in seen:
+            raise InputError(f"the PDF's page tree reaches object {item.idnum} more than "
+                             "once (a page tree must be a tree; this one repeats pages or "
+                             "loops)", path=name)
+        seen.add(key)
+        return item.get_object()
+
     pages = 0
     while pending:
-        node = pending.pop()
-        if isinstance(node, IndirectObject):
-            key = (node.idnum, node.generation)
-            if key in seen:
-                raise InputError(f"the PDF's page tree reaches object {node.idnum} more than "
-                                 "once (a page tree must be a tree; this one repeats pages "
-                                 "or loops)", path=name)
-            seen.add(key)
-            node = node.get_object()
+        node = resolve(pending.pop())
         if not isinstance(node, DictionaryObject):
             continue
-        kids = node.get("/Kids") if "/Kids" in node else None
+        kids = resolve(node.get("/Kids"))
         if isinstance(kids, ArrayObject):
             pending.extend(kids)
             continue

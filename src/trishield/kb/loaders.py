@@ -41,14 +41,15 @@ from trishield.kb.parse_worker import (
     decode_utf8,
     parse_document,
 )
-from trishield.kb.read_limits import ReadLimits
+from trishield.kb.read_limits import MAX_FILE_BYTES, ReadLimits
 from trishield.kb.unicode_checks import has_visible_text, id_problem
 
 MAX_DOCUMENT_CHARS = 1_000_000
 """Longer documents are refused: they are almost always a mistake (a dump, a binary)."""
 
-MAX_FILE_BYTES: int = ReadLimits().max_file_bytes  # type: ignore[assignment]
-"""Default size limit of one input file (JSONL excepted), checked before it is parsed."""
+MAX_JSONL_LINE_BYTES = 8 * MAX_DOCUMENT_CHARS
+"""Longest JSONL line read: room for the longest document even with every character escaped
+(``\\u00e9``), so that a file without line breaks is refused, not read whole into memory."""
 
 MAX_ID_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -80,9 +81,9 @@ class LoadedBatch:
     ``skipped_files`` are entries not read, each with the reason (an unsupported type, a
     link out of the folder, a pipe, a device, a dangling link); ``failed_files`` are
     supported files that could not be read or were over a limit (each with its error);
-    ``metadata``
-    maps a document id to the front matter keys other than ``title`` (each document carries
-    them too, in :attr:`Document.metadata`, and the store keeps them with it).
+    ``metadata`` maps a document id to the front matter keys other than ``title`` (each
+    document carries them too, in :attr:`Document.metadata`, and the store keeps them with
+    it).
     """
 
     documents: list[Document]
@@ -176,7 +177,12 @@ def iter_jsonl(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
     """``{"id", "text", "title"?, "source"?}`` per line; blank lines are allowed."""
     shown = str(path)
     with open_regular(path.resolve(), shown=shown) as handle:
-        for number, raw in enumerate(handle, start=1):
+        lines = iter(lambda: handle.readline(MAX_JSONL_LINE_BYTES + 1), b"")
+        for number, raw in enumerate(lines, start=1):
+            if len(raw) > MAX_JSONL_LINE_BYTES:
+                raise InputError(f"line is longer than {MAX_JSONL_LINE_BYTES:,} bytes, more "
+                                 "than any document may hold; is this really JSONL?",
+                                 path=shown, line=number)
             text = decode_utf8(raw, path=shown, line=number)
             if not text.strip():
                 continue

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 MIB = 1024 * 1024
+MAX_FILE_BYTES = 50 * MIB
+"""Default size limit of one input file (JSONL excepted), checked before it is parsed."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class ReadLimits:
     as written and as expanded (aliases repeat a value without repeating its bytes).
     """
 
-    max_file_bytes: int | None = 50 * MIB
+    max_file_bytes: int | None = MAX_FILE_BYTES
     max_expanded_bytes: int | None = 64 * MIB
     max_pages: int | None = 2000
     max_depth: int | None = 256
