@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import zipfile
 from pathlib import Path
 
@@ -32,12 +33,16 @@ def host_links(folder: Path) -> dict[str, Path]:
 
 
 def odd_entries(folder: Path) -> dict[str, Path]:
-    """A named pipe (opening it would block), a dangling link and a loop of links."""
+    """A named pipe (opening it would block), a socket, a dangling link and a loop of
+    links."""
     os.mkfifo(folder / "pipe.txt")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(folder / "socket.md"))  # the socket file stays after close
     (folder / "gone.md").symlink_to(folder / "no-such-file.md")
     (folder / "loop-a.md").symlink_to(folder / "loop-b.md")
     (folder / "loop-b.md").symlink_to(folder / "loop-a.md")
-    return {"pipe.txt": folder / "pipe.txt", "gone.md": folder / "gone.md",
+    return {"pipe.txt": folder / "pipe.txt", "socket.md": folder / "socket.md",
+            "gone.md": folder / "gone.md",
             "loop-a.md": folder / "loop-a.md", "loop-b.md": folder / "loop-b.md"}
 
 

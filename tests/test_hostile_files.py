@@ -90,6 +90,7 @@ def test_links_out_of_the_folder_pipes_and_dangling_links_are_skipped_with_reaso
         assert skipped.pop(name) == (f"link to {target}, outside the ingested folder; links "
                                      "are not followed out of it")
     assert skipped.pop("pipe.txt") == "a named pipe (FIFO), not a regular file; never opened"
+    assert skipped.pop("socket.md") == "a socket, not a regular file; never opened"
     assert skipped.pop("gone.md").startswith("dangling link (to ")
     assert skipped.pop("loop-a.md").startswith("link cannot be followed")
     assert skipped.pop("loop-b.md").startswith("link cannot be followed")

@@ -35,7 +35,6 @@ IN_PROCESS = frozenset({"text"})
 """Kinds read in the caller's process; every other kind is read by the parser process."""
 
 _HEADING = re.compile(r"#+[ \t]+(\S.*)")
-_WHITESPACE_CONTROLS = str.maketrans({"\x0b": "\n", "\x0c": "\n"})
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def parse_document(kind: str, data: bytes, name: str, limits: ReadLimits) -> Par
     of old editors and generated text) read as line breaks; title from front matter, else
     the first ``# heading`` (rST: its title). Raises :class:`InputError` naming ``name``."""
     if kind in ("text", "rst"):
-        text = decode_utf8(data, path=name).translate(_WHITESPACE_CONTROLS)
+        text = decode_utf8(data, path=name).replace("\x0b", "\n").replace("\x0c", "\n")
         matter = split_front_matter(text, path=name,
                                     max_bytes=limits.max_front_matter_bytes)
         if kind == "rst":
