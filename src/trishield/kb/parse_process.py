@@ -64,7 +64,10 @@ class ParserProcess:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
-        self.close()
+        if kind is not None:  # Ctrl-C or an error mid-file: do not wait for the parser
+            self._kill()
+        else:
+            self.close()
 
     def parse(self, kind: str, data: bytes, name: str) -> Parsed:
         """``data`` (the bytes of the file ``name``) read as ``kind`` in the child process;
