@@ -35,7 +35,7 @@ from rich.table import Table
 
 from trishield.kb.documents import TIERS
 from trishield.kb.ingest_report import IngestProgress, IngestReport
-from trishield.kb.read_limits import OPTION_OF, ReadLimits, format_bytes
+from trishield.kb.read_limits import OPTION_OF, ReadLimits, format_bytes, limits_from_text
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 errors = Console(stderr=True, highlight=False)
@@ -59,41 +59,8 @@ def _when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _limit(text: str, option: str, kind: str) -> int | float | None:
-    """An ingest read limit from its option: a size (``kind="size"``: 20MB, 512KiB,
-    1000000), a count or seconds; ``none`` for no limit. Bad text is an InputError naming
-    the option."""
-    from trishield.errors import InputError
-    from trishield.kb.loaders import parse_size
-
-    if text.strip().lower() in ("none", "unlimited"):
-        return None
-    if kind == "size":
-        try:
-            return parse_size(text)
-        except InputError as error:
-            raise InputError(f"{option}: {error}") from None
-    try:
-        value = float(text) if kind == "seconds" else int(text)
-    except ValueError:
-        value = 0
-    if not value > 0:
-        raise InputError(f"{option}: {text!r} is not a positive "
-                         f"{'number of seconds' if kind == 'seconds' else 'whole number'} "
-                         "(or 'none')")
-    return value
-
-
-def read_limits(values: dict[str, str]) -> ReadLimits:
-    """The :class:`ReadLimits` of ``trishield ingest``'s options (``values`` maps each
-    limit's field to its option's text)."""
-    kinds = {"max_pages": "count", "max_depth": "count", "max_seconds": "seconds"}
-    return ReadLimits(**{name: _limit(text, OPTION_OF[name], kinds.get(name, "size"))
-                         for name, text in values.items()})
-
-
 def _limit_options(command: Callable) -> Callable:
-    """The read limit options of ``trishield ingest`` (docs/documents.md, "Limits")."""
+    """The read limit options of ``trishield ingest`` (docs/documents.md, "Reading limits")."""
     defaults = ReadLimits()
     counts = ("max_pages", "max_depth", "max_seconds")
     helps = {
@@ -223,8 +190,8 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
 
     if (path is None) == (dataset is None):
         raise click.UsageError("give exactly one of PATH or --dataset")
-    limits = read_limits({name.removeprefix("limit_"): text
-                          for name, text in limit_options.items()})
+    limits = limits_from_text({name.removeprefix("limit_"): text
+                               for name, text in limit_options.items()})
     engine = None if engine_uri is None and engine_collection is None and engine_index is None \
         else EngineConfig.parse(engine_uri, engine_collection, engine_index)
     screen = IngestGuard(load_settings(config_file).pipeline.guard) if guard else None

@@ -139,23 +139,6 @@ def check_unique_ids(documents: Iterable[Document]) -> list[Document]:
     return unique
 
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b|bytes)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "bytes": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2,
-          "mb": 1000**2, "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
-
-
-def parse_size(text: str) -> int:
-    """``"20MB"``, ``"512KiB"``, ``"1000000"`` -> bytes; :class:`InputError` otherwise."""
-    found = _SIZE.fullmatch(text)
-    unit = (found.group(2) or "").lower() if found else ""
-    if found is None or unit not in _UNITS:
-        raise InputError(f"size {text!r} is not a size such as 20MB, 512KiB or 1000000")
-    size = int(float(found.group(1)) * _UNITS[unit])
-    if size < 1:
-        raise InputError(f"size {text!r} must be at least 1 byte")
-    return size
-
-
 def _optional_string(record: dict, key: str, *, path: str, line: int) -> str:
     value = record.get(key, "")
     if value is None:

@@ -7,13 +7,16 @@ HTML parser busy for minutes and a 200 KB front matter can expand (through YAML 
 its nesting depth, and the time and memory its parser may use; a file over one is reported
 (with the limit and the option that raises it) and the rest of a folder is still read.
 
-Stdlib only: the parser process (:mod:`trishield.kb.parse_worker`) imports it without the
-rest of the library.
+It imports nothing of TriShield but :mod:`trishield.errors`: the parser process
+(:mod:`trishield.kb.parse_worker`) imports it without the rest of the library.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
+
+from trishield.errors import InputError
 
 MIB = 1024 * 1024
 MAX_FILE_BYTES = 50 * MIB
@@ -80,3 +83,52 @@ def format_bytes(size: int) -> str:
             return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b|bytes)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "bytes": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2,
+          "mb": 1000**2, "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def parse_size(text: str) -> int:
+    """``"20MB"``, ``"512KiB"``, ``"1000000"`` -> bytes; :class:`InputError` otherwise."""
+    found = _SIZE.fullmatch(text)
+    unit = (found.group(2) or "").lower() if found else ""
+    if found is None or unit not in _UNITS:
+        raise InputError(f"size {text!r} is not a size such as 20MB, 512KiB or 1000000")
+    size = int(float(found.group(1)) * _UNITS[unit])
+    if size < 1:
+        raise InputError(f"size {text!r} must be at least 1 byte")
+    return size
+
+
+_KINDS = {"max_pages": "count", "max_depth": "count", "max_seconds": "seconds"}
+
+
+def parse_limit(name: str, text: str) -> int | float | None:
+    """The value of limit ``name`` (a :class:`ReadLimits` field) from its option's text: a
+    size for the byte limits (20MB, 512KiB, 1000000), a whole number of pages or levels,
+    seconds; ``none`` for no limit. Bad text is an :class:`InputError` naming the option."""
+    option = OPTION_OF[name]
+    if text.strip().lower() in ("none", "unlimited"):
+        return None
+    kind = _KINDS.get(name, "size")
+    if kind == "size":
+        try:
+            return parse_size(text)
+        except InputError as error:
+            raise InputError(f"{option}: {error}") from None
+    try:
+        value: float = float(text) if kind == "seconds" else int(text)
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise InputError(f"{option}: {text!r} is not a positive "
+                         f"{'number of seconds' if kind == 'seconds' else 'whole number'} "
+                         "(or 'none')")
+    return value
+
+
+def limits_from_text(values: dict[str, str]) -> ReadLimits:
+    """:class:`ReadLimits` from option texts (each limit's field name to its text)."""
+    return ReadLimits(**{name: parse_limit(name, text) for name, text in values.items()})
