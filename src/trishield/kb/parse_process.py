@@ -6,7 +6,7 @@ of 800 MB of XML took 6 GB, nested ``<div>`` s and shared PDF page trees ran for
 Checks of our own (:mod:`trishield.kb.file_formats`) refuse the shapes we know; the process
 bounds the ones we do not. :class:`ParserProcess` keeps one child process
 (:func:`trishield.kb.parse_worker.serve`) for a whole load and hands it one file at a time,
-so a folder of many small files pays the start (about 0.3 s) once, not per file. A file that
+so a folder of many small files pays the start (about 0.5 s) once, not per file. A file that
 runs past ``max_seconds`` has its process killed (a fresh one reads the next file); one that
 needs more than ``max_memory_bytes`` of address space fails inside it (``RLIMIT_AS``).
 
