@@ -105,7 +105,7 @@ def _where(kb_dir: Path | None, server: str | None,
 @cli.command()
 @click.argument("query")
 @kb_or_server
-@click.option("--backend", type=click.Choice(BACKENDS), default="dense",
+@click.option("--backend", type=click.Choice(BACKENDS), default="hybrid",
               show_default=True)
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Results (at most 100 with --server).")

@@ -61,7 +61,10 @@ _Config = TypeVar("_Config")
 class PipelineConfig:
     """Everything the pipeline runs with: the retrieval backend and each ring's settings."""
 
-    backend: Backend = "dense"
+    backend: Backend = "hybrid"
+    """Reciprocal-rank fusion of dense and BM25: on documentation, identifiers and options
+    are found by their exact terms, which embeddings blur (docs/answers.md); the PoisonedRAG
+    matrix pins ``dense``, what its committed figures were measured on."""
     guard: GuardConfig = field(default_factory=GuardConfig)
     scorer: ScorerConfig = field(default_factory=ScorerConfig)
     consensus: ConsensusConfig = field(default_factory=ConsensusConfig)
@@ -268,7 +271,7 @@ def settings_from_dict(raw: Mapping[str, Any]) -> Settings:
         if not isinstance(value, dict):
             raise InputError(f"[{name}] must be a table")
     retrieval = dict(raw.get("retrieval", {}))
-    backend = retrieval.pop("backend", "dense")
+    backend = retrieval.pop("backend", PipelineConfig.backend)
     ring2 = raw.get("ring2", {})
     scorer = _build(ScorerConfig, retrieval | ring2,
                     lambda key: "ring2" if key in ring2 else "retrieval")

@@ -225,7 +225,7 @@ class ReleaseResponse(BaseModel):
 
 class SearchRequest(Strict):
     query: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
-    backend: Backend = "dense"
+    backend: Backend = "hybrid"
     k: int = Field(5, ge=1, le=100)
 
 
