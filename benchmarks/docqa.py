@@ -150,7 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=BACKENDS, default="hybrid",
                         help="the retrieval backend the answers use")
     parser.add_argument("--answer-chunking", choices=STRATEGIES, default="sections")
-    parser.add_argument("--limit", type=int, help="first N questions of the split")
+    parser.add_argument("--sample", type=int, help="N questions spread evenly over the split "
+                        "(the set is ordered by genre, so the first N would be one genre)")
     parser.add_argument("--out", type=Path, help="JSON figures (default WORK/docqa.json)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -159,8 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (corpus / "corpus.json").exists():
         build_corpus(corpus)
     questions = load_questions(None if args.split == "all" else args.split)
-    if args.limit:
-        questions = questions[:args.limit]
+    if args.sample and args.sample < len(questions):
+        step = len(questions) / args.sample
+        questions = [questions[int(i * step)] for i in range(args.sample)]
     figures: dict[str, object] = {
         "split": args.split, "questions": len(questions),
         "corpus_sha256": hashlib.sha256((corpus / "corpus.json").read_bytes()).hexdigest()}
