@@ -32,7 +32,7 @@ import errno
 import logging
 import resource
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -100,7 +100,9 @@ class ConnectionGuard:
         self.header_timeout_s, self.body_timeout_s = header_timeout_s, body_timeout_s
         self.metrics = metrics
         self.open: set[GuardedH11Protocol] = set()
-        self.waiting: dict[GuardedH11Protocol, None] = {}  # insertion order: oldest first
+        # oldest first; an OrderedDict because a dict emptied from the front makes each
+        # next(iter()) skip every entry deleted before it, until the next resize
+        self.waiting: OrderedDict[GuardedH11Protocol, None] = OrderedDict()
         self._closed: Counter[str] = Counter()
         self._next_summary = 0.0
         metrics.connections_limit.set(max_connections)
@@ -124,8 +126,8 @@ class ConnectionGuard:
         return True
 
     def wait_for_head(self, connection: GuardedH11Protocol) -> None:
-        self.waiting.pop(connection, None)
         self.waiting[connection] = None
+        self.waiting.move_to_end(connection)
 
     def busy(self, connection: GuardedH11Protocol) -> None:
         self.waiting.pop(connection, None)
