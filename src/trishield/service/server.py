@@ -65,6 +65,7 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
     server_config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, http=guarded_protocol(guard),
         loop="auto",  # uvloop where installed (a dependency on Linux and macOS)
+        ws="none",  # no WebSocket routes: an upgrade would leave the connection guard's count
         h11_max_incomplete_event_size=MAX_HEADER_BYTES, server_header=False,
         timeout_keep_alive=limits.keep_alive_s,  # type: ignore[arg-type]  # seconds, float
         backlog=backlog, access_log=log_level == "debug")
