@@ -143,11 +143,18 @@ class ConnectionGuard:
         self._closed[reason] += 1
         now = time.monotonic()
         if now >= self._next_summary:
+            first = self._next_summary == 0.0
             self._next_summary = now + SUMMARY_EVERY_S
-            counts = ", ".join(f"{n:,} {why.replace('_', ' ')}"
-                               for why, n in sorted(self._closed.items()))
-            log.warning("closed connections (%s) since the last such line; %d open, at most "
-                        "%d", counts, len(self.open), self.max_connections)
+            why = {"header_timeout": f"no request head within {self.header_timeout_s:g} s",
+                   "body_timeout": f"no whole body within {self.body_timeout_s:g} s",
+                   "evicted": "the oldest idle one at the limit",
+                   "refused": "503, at the limit with none idle"}
+            counts = "; ".join(f"{n:,} {why[reason]}" for reason, n in
+                               sorted(self._closed.items()))
+            since = "" if first else " since the previous such line"
+            log.warning("closed %s connection(s)%s: %s; %s open of at most %s",
+                        f"{sum(self._closed.values()):,}", since, counts,
+                        f"{len(self.open):,}", f"{self.max_connections:,}")
             self._closed.clear()
 
 
