@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -284,3 +286,25 @@ def test_one_keys_asks_leave_another_keys_requests_fast(
     refused = [a for a in answers if a.status_code == 429]
     assert all(int(a.headers["retry-after"]) >= 1 for a in refused)
     assert "share" in refused[0].json()["error"]
+
+
+@pytest.mark.parametrize(("config", "flags", "message"), [
+    ("[service]\nasks_per_kee = 2\n", (), "[service] unknown key 'asks_per_kee'"),
+    ("[service]\nheader_timeout_s = 0\n", (), "[service] header_timeout_s: must be above 0"),
+    ("[service]\nmax_connections = 8\n", (), "[service] max_connections: must be between 16"),
+    ("", ("--asks-per-key", "0"), "'--asks-per-key': 0 is not in the range 1<=x<=1000"),
+    ("", ("--header-timeout", "-1"), "'--header-timeout': -1.0 is not in the range 0<x<=3600"),
+])
+def test_bad_limits_stop_serve_before_it_starts(tmp_path: Path, config: str,
+                                                flags: tuple[str, ...], message: str) -> None:
+    """A limit out of range, from the file or a flag, is an error that names it, and the
+    server never starts (the real command, in its own process)."""
+    path = tmp_path / "limits.toml"
+    path.write_text(config, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(tmp_path / "kb"),
+         "--port", "0", "--config", str(path), *flags],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "kb").exists()
