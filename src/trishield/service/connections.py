@@ -33,7 +33,6 @@ import logging
 import resource
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import h11
@@ -263,13 +262,10 @@ def quiet_accept_errors(loop: asyncio.AbstractEventLoop, metrics: ServiceMetrics
 class GuardedServer(uvicorn.Server):
     """uvicorn's server, with :func:`quiet_accept_errors` installed on its loop."""
 
-    def __init__(self, config: uvicorn.Config, *, metrics: ServiceMetrics,
-                 on_start: Callable[[], None] = lambda: None):
+    def __init__(self, config: uvicorn.Config, *, metrics: ServiceMetrics):
         super().__init__(config)
-        self._metrics, self._on_start = metrics, on_start
+        self._metrics = metrics
 
     async def startup(self, sockets: list[Any] | None = None) -> None:
         quiet_accept_errors(asyncio.get_running_loop(), self._metrics)
         await super().startup(sockets=sockets)
-        if self.started:
-            self._on_start()

@@ -34,6 +34,8 @@ MAX_HEADER_BYTES = 64 * 1024
 
 def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info",
           console: Console | None = None) -> None:
+    """Serve ``config`` until stopped. The connection bound is worked out from the open-files
+    limit before anything is loaded, so a limit too small fails at once."""
     descriptors = raise_descriptor_limit()
     backlog = listen_backlog(descriptors)
     limits = config.settings.service
