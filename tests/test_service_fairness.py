@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from trishield.errors import BusyError
-from trishield.service.fairness import AskGate, KeyOverShare
+from trishield.service.fairness import AskGate, KeyOverShare, KeyShare
 
 
 def _gate(**overrides: float) -> AskGate:
@@ -117,3 +117,19 @@ def test_work_runs_on_the_gate_threads_and_releases_its_slot() -> None:
 
     name, kept = asyncio.run(scenario())
     assert name.startswith("trishield-ask") and kept == "kept"
+
+
+def test_a_share_refuses_the_key_beyond_it_at_once_and_frees_on_exit() -> None:
+    share = KeyShare(2, "searches")
+    with share.held("a"), share.held("a"):
+        with pytest.raises(KeyOverShare) as refused, share.held("a"):
+            pass
+        assert "2 searches" in str(refused.value) and refused.value.retry_after >= 1
+        with share.held("b"):  # another key has its own share
+            pass
+    with share.held("a"), share.held("a"):  # both came back, after an error too
+        pass
+    with pytest.raises(ValueError), share.held("a"):
+        raise ValueError("the search failed")
+    with share.held("a"), share.held("a"):
+        pass

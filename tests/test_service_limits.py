@@ -288,6 +288,54 @@ def test_one_keys_asks_leave_another_keys_requests_fast(
     assert "share" in refused[0].json()["error"]
 
 
+def test_one_keys_burst_of_searches_is_held_to_its_share(
+        demo_kb_template: Path, tmp_path: Path) -> None:
+    """80 clients searching at once with one key: beyond its share of 16 in progress they get
+    429 at once (they used to take every request thread), and another key's whoami stays
+    fast."""
+    kb_dir = copy_kb(demo_kb_template, tmp_path / "kb")
+    keys = Keys.create(kb_dir)
+    other = KeyStore(kb_dir).create_key("olga", "reader", "neutral")[1]
+    stop = threading.Event()
+    statuses: Counter[int] = Counter()
+
+    def burst() -> None:
+        with httpx.Client(base_url=process.url, headers=bearer(keys.reader),
+                          timeout=60) as client:
+            while not stop.is_set():
+                answer = client.post("/v1/search", json={"query": "refund days", "k": 5})
+                statuses[answer.status_code] += 1
+                if answer.status_code == 429:
+                    assert int(answer.headers["retry-after"]) >= 1
+                    assert "share" in answer.json()["error"]
+
+    process = ServerProcess(kb_dir)
+    try:
+        process.wait_ready()
+        with ThreadPoolExecutor(max_workers=80) as pool:
+            clients = [pool.submit(burst) for _ in range(80)]
+            try:
+                time.sleep(3.0)
+                whoami_s = []
+                for _ in range(5):
+                    started = time.monotonic()
+                    whoami = httpx.get(f"{process.url}/v1/whoami", headers=bearer(other),
+                                       timeout=60)
+                    whoami_s.append(time.monotonic() - started)
+                    assert whoami.status_code == 200, whoami.text
+                    time.sleep(0.2)
+            finally:
+                stop.set()
+            for client in clients:
+                client.result()
+        refused = _metric(process, "trishield_searches_refused_total")
+    finally:
+        process.stop()
+    assert max(whoami_s) < 2.0, whoami_s
+    assert set(statuses) == {200, 429}, statuses
+    assert refused == statuses[429]
+
+
 @pytest.mark.parametrize(("config", "flags", "message"), [
     ("[service]\nasks_per_kee = 2\n", (), "[service] unknown key 'asks_per_kee'"),
     ("[service]\nheader_timeout_s = 0\n", (), "[service] header_timeout_s: must be above 0"),

@@ -425,6 +425,9 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint:
 @click.option("--asks-per-key", type=click.IntRange(1, 1000),
               help="Asks one API key may have running or waiting; more get 429 (default: "
                    "[service] asks_per_key, 4).")
+@click.option("--searches-per-key", type=click.IntRange(1, 1000),
+              help="Searches one API key may have in progress; more get 429 (default: "
+                   "[service] searches_per_key, 16).")
 @click.option("--ask-queue", type=click.IntRange(0, 10_000),
               help="Asks that may wait for a slot, all keys together; more get 503 (default: "
                    "[service] ask_queue, 32).")
@@ -440,7 +443,8 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           second_reader_option: str | None, allow_members: str | None,
           no_cache: bool, write_backlog: int, lock_timeout: float, write_time_limit: float,
           max_connections: int | None, header_timeout: float | None,
-          body_timeout: float | None, asks_per_key: int | None, ask_queue: int | None,
+          body_timeout: float | None, asks_per_key: int | None,
+          searches_per_key: int | None, ask_queue: int | None,
           log_level: str, otel: str, config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing).
 
@@ -461,7 +465,7 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
         configured=settings.second_reader))
     limits = {"max_connections": max_connections, "header_timeout_s": header_timeout,
               "body_timeout_s": body_timeout, "asks_per_key": asks_per_key,
-              "ask_queue": ask_queue}
+              "searches_per_key": searches_per_key, "ask_queue": ask_queue}
     settings = settings.with_service(**{k: v for k, v in limits.items() if v is not None})
     allowed = tuple(parse_panel_option(allow_members)) if allow_members else None
     run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,

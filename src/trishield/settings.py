@@ -105,6 +105,8 @@ class ServiceLimits:
     asks_per_key: Annotated[int, Field(ge=1, le=1000)] = 4
     """Asks one API key may have admitted at once (running or waiting for a slot); more get
     429 with ``Retry-After``."""
+    searches_per_key: Annotated[int, Field(ge=1, le=1000)] = 16
+    """Searches one API key may have in progress at once; more get 429 at once."""
     ask_queue: Annotated[int, Field(ge=0, le=10_000)] = 32
     """Asks that may wait for a slot, all keys together; more get 503 with ``Retry-After``.
     Waiting asks take their turns key by key (round robin), not first come first served."""

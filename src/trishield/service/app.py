@@ -253,10 +253,11 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             return _closed(kb.discard(doc_id, by=key.name, reason=reason))
 
     @app.post("/v1/search", response_model=m.SearchResponse, tags=["ask"],
-              responses=common | _errors(503))
+              responses=common | _errors(429, 503))
     def search(body: m.SearchRequest, key: ApiKey = reader) -> dict[str, Any]:
-        """The top-k chunks (no rings), with tier, writer and provenance."""
-        with state.reader() as kb:
+        """The top-k chunks (no rings), with tier, writer and provenance; each key has a share
+        of searches in progress, beyond it 429 with ``Retry-After``."""
+        with state.searching(key.key_id), state.reader() as kb:
             candidates = kb.search(body.query, backend=body.backend, k=body.k)
         state.metrics.queries.labels("search", "-").inc()
         return {"query": body.query, "backend": body.backend, "k": body.k,
@@ -264,7 +265,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
 
     @app.post("/v1/ask", response_model=m.AskResponse, response_model_exclude_unset=True,
               tags=["ask"],
-              responses=_errors(400, 401, 403, 413, 415, 422, 503) | {200: {
+              responses=_errors(400, 401, 403, 413, 415, 422, 429, 503) | {200: {
                   "description": "The answer and its trace; with `stream: true`, the same as "
                                  "server-sent events (`stage`..., `answer`, `trace`; or "
                                  "`error`)",

@@ -17,6 +17,10 @@ behind them for 25 s. Now:
 
 ``Retry-After`` is the gate's estimate of when a slot frees: the running mean duration of an
 ask times the asks ahead, divided by the slots, at least one second.
+
+Searches cost milliseconds, so they need no queue, only a share: :class:`KeyShare` lets one
+key have at most ``searches_per_key`` in flight and answers 429 to the next at once, so one
+key's burst of searches cannot fill the request threads either.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -60,6 +64,35 @@ class Slot:
         # a closed loop (shutdown) has nobody waiting any more
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._gate._grant)
+
+
+class KeyShare:
+    """At most ``limit`` requests of one kind in flight per key; one more is refused at once
+    (:class:`KeyOverShare`), never queued. Thread-safe: used from the request threads."""
+
+    def __init__(self, limit: int, what: str):
+        self.limit, self.what = limit, what
+        self._lock = threading.Lock()
+        self._in_flight: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def held(self, key: str) -> Iterator[None]:
+        with self._lock:
+            count = self._in_flight.get(key, 0)
+            if count >= self.limit:
+                raise KeyOverShare(f"this key already has {count} {self.what} in progress, its "
+                                   f"share (the server allows {self.limit} per key); retry "
+                                   "when one has answered", retry_after=1)
+            self._in_flight[key] = count + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._in_flight[key] - 1
+                if left:
+                    self._in_flight[key] = left
+                else:
+                    del self._in_flight[key]
 
 
 class AskGate:

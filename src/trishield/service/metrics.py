@@ -53,6 +53,9 @@ class ServiceMetrics:
                                     "Asks refused before they ran: key_share (429, the key "
                                     "had its share admitted), busy (503, queue full or wait "
                                     "over)", ["reason"], registry=r)
+        self.searches_refused = Counter("trishield_searches_refused",
+                                        "Searches refused (429) because the key had its "
+                                        "share in progress", registry=r)
         self.connections_open = Gauge("trishield_connections_open",
                                       "HTTP connections open now", registry=r)
         self.connections_limit = Gauge("trishield_connections_limit",

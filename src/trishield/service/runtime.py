@@ -17,7 +17,9 @@ Concurrency model (and why):
   They wait for their slot on the event loop and run on threads of their own, shared between
   API keys in turn (:mod:`trishield.service.fairness`: ``asks_per_key``, ``ask_queue``), so a
   queue of one key's asks never holds the request threads that cheap requests need.
-  Searches are not bounded beyond the pool: they cost milliseconds. A request that cannot get
+  Searches cost milliseconds: they are not queued, but one key may have at most
+  ``searches_per_key`` in flight (429 beyond), so a burst cannot fill the request threads
+  either. A request that cannot get
   a handle or an ask slot within ``read_wait_s`` gets 503 + ``Retry-After``.
 * ``/healthz`` runs on a thread and a KB handle of its own: it answers whatever the other
   requests are doing.
@@ -45,7 +47,7 @@ from trishield.llm.panel import EXTRACTIVE, MemberSpec, build_reader
 from trishield.pipeline import Pipeline
 from trishield.provenance.keys import KeyStore
 from trishield.rings.analysis import DEFAULT_ANALYSER
-from trishield.service.fairness import AskGate, KeyOverShare, Slot
+from trishield.service.fairness import AskGate, KeyOverShare, KeyShare, Slot
 from trishield.service.metrics import ServiceMetrics
 from trishield.service.writes import WriteQueue
 from trishield.settings import Settings
@@ -149,6 +151,7 @@ class Runtime:
         limits = config.settings.service
         self.asks = AskGate(slots=config.max_concurrent_asks, per_key=limits.asks_per_key,
                             queue_limit=limits.ask_queue, wait_s=config.read_wait_s)
+        self._searches = KeyShare(limits.searches_per_key, "searches")
         self._cache = ResponseCache() if config.use_cache else None
         self._readers: dict[str, Reader] = {}
         self._readers_lock = threading.Lock()
@@ -230,6 +233,16 @@ class Runtime:
             raise
         except BusyError:
             self.metrics.asks_refused.labels("busy").inc()
+            raise
+
+    @contextmanager
+    def searching(self, key_id: str) -> Iterator[None]:
+        """One search of ``key_id`` within its share (429 beyond it, counted)."""
+        try:
+            with self._searches.held(key_id):
+                yield
+        except KeyOverShare:
+            self.metrics.searches_refused.inc()
             raise
 
     @contextmanager
