@@ -97,7 +97,7 @@ def matrix_texts(work_dir: Path) -> tuple[list[str], list[str]]:
     for name in sorted({family for family, _ in families_of(plan)}):
         family = get_family(name)
         texts += [chunk.text for target in targets for doc in family.poisons(target, 0)
-                  for chunk in chunk_document(doc, ChunkingConfig())]
+                  for chunk in chunk_document(doc, ChunkingConfig(strategy="window"))]
     return questions, texts
 
 

@@ -158,3 +158,106 @@ def test_invalid_configs(words: int, overlap: int, fragment: str) -> None:
 def test_boundary_configs_are_valid() -> None:
     assert ChunkingConfig(words=1, overlap=0).as_dict() == {"words": 1, "overlap": 0}
     assert ChunkingConfig(words=10, overlap=9).as_dict() == {"words": 10, "overlap": 9}
+
+
+# ---- sections: the document's own structure ------------------------------------------------
+
+MAN_PAGE = """SSH(1)                    BSD General Commands Manual                   SSH(1)
+
+NAME
+     ssh - OpenSSH remote login client
+
+DESCRIPTION
+     ssh (SSH client) is a program for logging into a remote machine and for
+     executing commands on a remote machine.
+
+     The options are as follows:
+
+     -o option
+             Can be used to give options in the format used in the configuration
+             file.
+
+                   AddKeysToAgent
+                   AddressFamily
+                   BatchMode
+
+     -p port
+             Port to connect to on the remote host.  This can be specified on
+             a per-host basis in the configuration file.
+
+     -q      Quiet mode.  Causes most warning and diagnostic messages to be
+             suppressed.  Only fatal errors are shown; the messages that a
+             login banner or a host key change would print are not written to
+             the terminal, and the exit status alone says whether the command
+             succeeded.
+
+EXIT STATUS
+     ssh exits with the exit status of the remote command or with 255 if an
+     error occurred.
+"""
+
+SECTIONS = ChunkingConfig(strategy="sections")
+
+
+def test_sections_keep_an_option_entry_apart_and_carry_its_heading() -> None:
+    document = Document(id="ssh", text=MAN_PAGE, title="ssh")
+    chunks = chunk_document(document, SECTIONS)
+    for chunk in chunks:  # offsets still point at the exact words
+        assert document.text[chunk.char_start:chunk.char_end] == chunk.text
+    port = [c for c in chunks if "Port to connect" in c.text]
+    assert len(port) == 1
+    assert port[0].text.startswith("-p port") and "AddKeysToAgent" not in port[0].text
+    assert port[0].section == "ssh > DESCRIPTION"
+    status = next(c for c in chunks if "255" in c.text)
+    assert status.section == "ssh > EXIT STATUS" and status.text.startswith("EXIT STATUS")
+    # no chunk crosses a heading
+    assert not any("EXIT STATUS" in c.text and "Quiet mode" in c.text for c in chunks)
+
+
+def test_sections_read_markdown_and_rst_headings() -> None:
+    def body(last: str) -> str:
+        return " ".join(["Some words of the section."] * 9) + f" {last}"
+
+    text = (f"# Install\n\n{body('Run make install.')}\n\nConfiguration\n=============\n\n"
+            f"{body('Set the port with --port.')}\n\n## Limits\n\n"
+            f"{body('At most 20 connections.')}\n")
+    chunks = chunk_document(Document(id="guide", text=text, title="Guide"), SECTIONS)
+    assert [(c.section, c.text.split(". ")[-1]) for c in chunks] == [
+        ("Guide > Install", "Run make install."),
+        ("Guide > Configuration", "Set the port with --port."),
+        ("Guide > Limits", "At most 20 connections.")]
+
+
+def test_tiny_sections_are_packed_with_what_follows() -> None:
+    """Headings over a line or two (a definition list read as headings, a table of contents)
+    would make a chunk each: a section under a third of the size is packed with the next, and
+    the chunk is named after the heading its text starts under."""
+    terms = "".join(f"user{i}\n\nThe account user{i} runs service {i}.\n\n" for i in range(30))
+    chunks = chunk_document(Document(id="d", text=f"Contents\n\nAccounts\n\n{terms}",
+                                     title="Users"), SECTIONS)
+    assert len(chunks) < 10
+    assert all(c.word_end - c.word_start <= 120 for c in chunks)
+    # headings over nothing yet (nested) name the chunk by the last of them
+    assert chunks[0].section == "Users > user0" and chunks[0].text.startswith("Contents")
+    assert chunks[1].section.startswith("Users > user")
+
+
+def test_a_document_without_structure_is_cut_as_windows_are() -> None:
+    for count in (5, 120, 121, 400):
+        document = numbered(count, seed=count)
+        single = Document(id=document.id, text=" ".join(document.text.split()))
+        assert chunk_document(single, SECTIONS) == chunk_document(single, ChunkingConfig())
+
+
+def test_a_long_section_is_cut_into_windows_within_it() -> None:
+    body = " ".join(f"w{i}" for i in range(300))
+    text = f"Overview\n\n{body}\n\nDetails\n\nshort text here"
+    chunks = chunk_document(Document(id="d", text=text, title="T"), SECTIONS)
+    assert all(c.word_end - c.word_start <= 120 for c in chunks)
+    assert chunks[-1].section == "T > Details" and "w299" not in chunks[-1].text
+    assert {c.section for c in chunks[:-1]} == {"T > Overview"}
+
+
+def test_an_unknown_strategy_is_refused() -> None:
+    with pytest.raises(InputError, match="chunking strategy must be one of window, sections"):
+        ChunkingConfig(strategy="paragraphs")  # type: ignore[arg-type]

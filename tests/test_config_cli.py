@@ -126,3 +126,26 @@ def test_ask_prints_the_answer_first_and_the_trace_on_request(demo_kb_dir: Path)
                                     "--panel", "extractive", "--trace"])
     assert full.exit_code == 0, full.output
     assert "Ring 2 (Retrieval Scorer)" in full.output and len(full.output.splitlines()) > 20
+
+
+def test_any_model_is_the_reader_in_one_line(tmp_path: Path) -> None:
+    """The reader is the first panel member: a registry model, a .gguf path, or an inline
+    backend table (Ollama, an OpenAI-compatible endpoint) in the same list."""
+    config = tmp_path / "reader.toml"
+    config.write_text('[panel]\nmembers = [{ kind = "ollama", model = "qwen2.5:7b" }, '
+                      '"gemma3-270m", "extractive"]\n')
+    settings = load_settings(config)
+    assert settings.panel[0] == {"kind": "ollama", "model": "qwen2.5:7b"}
+    assert CliRunner().invoke(cli, ["config", "check", str(config)]).exit_code == 0
+    shown = CliRunner().invoke(cli, ["config", "show", "--config", str(config)])
+    assert shown.exit_code == 0 and "qwen2.5:7b" in shown.output
+
+
+def test_a_misspelt_backend_table_is_refused_by_check(tmp_path: Path) -> None:
+    for text in ('[panel]\nmembers = [{ kind = "olama", model = "x" }]\n',
+                 '[[panel.remote]]\nkind = "openai"\nmodel = "m"\nbase_ulr = "http://x"\n'):
+        config = tmp_path / "bad.toml"
+        config.write_text(text)
+        result = CliRunner().invoke(cli, ["config", "check", str(config)])
+        assert isinstance(result.exception, InputError)  # the entry point exits 2 on it
+        assert "'kind'" in str(result.exception) or "'base_ulr'" in str(result.exception)

@@ -170,6 +170,15 @@ def test_jsonl_text_limit_is_read_at_call_time(tmp_path: Path,
     expect_input_error(path, 2, "11 characters long (max 10)")
 
 
+def test_jsonl_line_longer_than_any_document_is_refused_without_reading_it_whole(
+        tmp_path: Path) -> None:
+    """A JSONL file is read a line at a time; a "line" past what any document may hold (a
+    file without line breaks) is refused at its number instead of read whole into memory."""
+    path = tmp_path / "one-line.jsonl"
+    path.write_bytes(GOOD.encode() + b"\n" + b"x" * (loaders.MAX_JSONL_LINE_BYTES + 10))
+    expect_input_error(path, 2, f"line is longer than {loaders.MAX_JSONL_LINE_BYTES:,} bytes")
+
+
 def test_jsonl_duplicate_id_with_different_text_names_both_origins(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "dup.jsonl", [
         record(id="a", text="first"),
@@ -254,8 +263,9 @@ def test_folder_loads_txt_and_md_recursively(tmp_path: Path) -> None:
     assert by_id["b"].text == "# Title B\n\nBody of b."
     assert by_id["sub/deeper/d"].source == str(root / "sub/deeper/d.txt")
     assert by_id["sub/deeper/d"].origin == str(root / "sub/deeper/d.txt")
-    assert batch.skipped_files == sorted(
-        [str(root / "README"), str(root / "image.png"), str(root / "sub/data.csv")])
+    assert [(f.path, f.reason) for f in batch.skipped_files] == [
+        (str(root / name), "unsupported file type")
+        for name in ("README", "image.png", "sub/data.csv")]
     # A supported type that cannot be read is reported with its error, not skipped silently.
     assert [f.path for f in batch.failed_files] == [str(root / "notes.pdf")]
     assert batch.failed_files[0].error.startswith(f"{root / 'notes.pdf'}: cannot read this PDF")
@@ -849,7 +859,7 @@ def test_mixed_folder_loads_every_kind_with_provenance(tmp_path: Path) -> None:
         ("shipping", "Shipping Guide", str(root / "shipping.html")),
     ]
     assert all(d.source == d.origin.split("#")[0] for d in batch.documents)
-    assert batch.skipped_files == [str(root / "photo.jpg")]
+    assert [f.path for f in batch.skipped_files] == [str(root / "photo.jpg")]
     assert [f.path for f in batch.failed_files] == [str(root / "broken.pdf")]
     assert batch.metadata == {"faq": {"owner": "finance"}}
     assert "title:" not in batch.documents[0].text
@@ -878,7 +888,8 @@ def test_cli_ingest_mixed_folder_reports_the_bad_file_and_cites_pages(tmp_path: 
     assert again.returncode == 0, again.stderr
     payload = json.loads(again.stdout)
     assert payload["documents_duplicate"] == 6
-    assert payload["skipped_files"] == [str(root / "photo.jpg")]
+    assert payload["skipped_files"] == [{"path": str(root / "photo.jpg"),
+                                         "reason": "unsupported file type"}]
     assert [f["path"] for f in payload["failed_files"]] == [str(root / "broken.pdf")]
 
     found = trishield("search", "Where is the Northwind depot?", "--kb", str(kb), "--json",

@@ -47,8 +47,6 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
         with pytest.raises(InputError, match=r"held in quarantine .* with different text"):
             kb.ingest([Document(id="poison-refund", text="other text")], tier="untrusted",
                       writer="mallory", guard=IngestGuard())
-        with pytest.raises(InputError, match="already used by another writer"):
-            kb.ingest([Document(id="poison-refund", text="other text")], guard=IngestGuard())
         kb.release("poison-refund", by="admin-alice")
         assert kb.store.quarantined() == []
         stored = kb.store.document("poison-refund")
@@ -56,11 +54,33 @@ def test_quarantined_document_is_deduplicated_then_released(demo_kb_dir: Path) -
         assert kb.store.audit_log(limit=2)[-1]["action"] == "release"
         hits = kb.search("return an item for a refund within 90 days", backend="bm25", k=20)
         assert "poison-refund" in {c.doc_id for c in hits}
+        # stored, the id is mallory's (while it was held, it reserved the id for nobody else:
+        # see test_kb_ownership.test_another_writers_held_text_never_blocks_an_id)
+        with pytest.raises(InputError, match="already used by another writer"):
+            kb.ingest([Document(id="poison-refund", text="other text")], guard=IngestGuard())
         # a second release names who released it (the service maps this to 409 Conflict)
         with pytest.raises(ConflictError, match=r"already released by admin-alice"):
             kb.release("poison-refund", by="admin-alice")
         with pytest.raises(NotFoundError, match="no document 'never-held'"):
             kb.release("never-held", by="admin-alice")
+
+
+def test_a_held_id_written_by_another_writer_is_set_aside_even_when_held_again(
+        demo_kb_dir: Path) -> None:
+    """Two writers' held texts of one id cannot both be held (one held row per id): the new
+    one replaces the old in one transaction, and the first writer's row is history."""
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        kb.ingest([POISON], tier="untrusted", writer="mallory", writer_key="k-mal",
+                  guard=IngestGuard())
+        other = Document(id="poison-refund", text=POISON.text.replace("90", "120"))
+        report = kb.ingest([other], tier="untrusted", writer="eve", writer_key="k-eve",
+                           guard=IngestGuard())
+        assert [q["id"] for q in report.quarantined] == ["poison-refund"]
+        assert report.displaced == [] and report.added == []
+        held = kb.store.quarantined(include_released=True)
+        states = [(h["writer"], h["state"]) for h in held if h["id"] == "poison-refund"]
+        assert states == [("mallory", "discarded"), ("eve", "held")]
+        assert "set aside: eve wrote this id" in held[0]["closed_reason"]
 
 
 def test_trusted_writers_are_scored_but_not_quarantined(demo_kb_dir: Path) -> None:

@@ -67,7 +67,7 @@ def test_overrides_are_validated_in_one_place() -> None:
     settings = Settings(panel=("extractive",))
     changed = settings.with_overrides(backend="bm25", gate="always")
     assert changed.pipeline.backend == "bm25" and changed.pipeline.consensus.gate == "always"
-    assert changed.panel == ("extractive",) and settings.pipeline.backend == "dense"
+    assert changed.panel == ("extractive",) and settings.pipeline.backend == "hybrid"
     assert settings.with_overrides() == settings
     assert settings.with_overrides(panel=["a", "b"]).panel == ("a", "b")
     assert settings.pipeline.with_overrides(gate="never").consensus.gate == "never"

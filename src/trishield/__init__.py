@@ -36,7 +36,15 @@ from trishield.api import (
 from trishield.defenses import DEFENSES, build_defense
 from trishield.defenses.retrievers import KBRetriever, Passage, PassageRetriever
 from trishield.errors import TriShieldError
-from trishield.kb import BACKENDS, Candidate, ChunkingConfig, Document, KnowledgeBase, load_path
+from trishield.kb import (
+    BACKENDS,
+    Candidate,
+    ChunkingConfig,
+    Document,
+    KnowledgeBase,
+    ReadLimits,
+    load_path,
+)
 from trishield.llm.panel import build_panel
 from trishield.pipeline import Answer, Pipeline
 from trishield.settings import Settings, load_settings
@@ -57,6 +65,7 @@ __all__ = [
     "PassageRetriever",
     "PathIngest",
     "Pipeline",
+    "ReadLimits",
     "ScreenedPassage",
     "Screening",
     "Settings",

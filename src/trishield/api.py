@@ -29,8 +29,10 @@ from trishield.defenses.retrievers import Passage, PassageRetriever
 from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
 from trishield.errors import InputError
 from trishield.kb import IngestReport, KnowledgeBase, load_path
+from trishield.kb.file_walk import SkippedFile
 from trishield.kb.ingest_report import ProgressCallback
 from trishield.kb.loaders import MAX_FILE_BYTES, FailedFile, FileProgress, LoadedBatch
+from trishield.kb.read_limits import ReadLimits
 from trishield.kb.screening import Screener
 from trishield.llm.base import Reader
 from trishield.llm.panel import build_panel, build_second_reader
@@ -170,22 +172,25 @@ batch's embedding (tens of seconds on a CPU), and each commit rewrites the searc
 @dataclass(frozen=True)
 class PathIngest:
     """What :func:`ingest_path` did: the KB's report plus the files it did not read
-    (``skipped_files``: unsupported types; ``failed_files``: unreadable or over the size
-    limit, each with its error)."""
+    (``skipped_files``: unsupported types, links out of the folder, pipes and devices, each
+    with the reason; ``failed_files``: unreadable or over a read limit, each with its
+    error)."""
 
     report: IngestReport
-    skipped_files: list[str] = field(default_factory=list)
+    skipped_files: list[SkippedFile] = field(default_factory=list)
     failed_files: list[FailedFile] = field(default_factory=list)
 
 
 def load_input(path: str | Path, *, id_prefix: str = "",
                max_file_bytes: int | None = MAX_FILE_BYTES,
-               on_file: FileProgress | None = None) -> LoadedBatch:
+               on_file: FileProgress | None = None,
+               limits: ReadLimits | None = None) -> LoadedBatch:
     """Read and validate a file or folder (see :func:`trishield.load_path`) before anything
     is written; sources name files by absolute path, which is how an update recognises the
-    file a stored document came from."""
+    file a stored document came from. ``limits`` bound each file (see
+    :class:`~trishield.kb.read_limits.ReadLimits`; given, it replaces ``max_file_bytes``)."""
     return load_path(Path(os.path.abspath(path)), id_prefix=id_prefix,
-                     max_file_bytes=max_file_bytes, on_file=on_file)
+                     max_file_bytes=max_file_bytes, on_file=on_file, limits=limits)
 
 
 def ingest_loaded(kb: KnowledgeBase, batch: LoadedBatch, *, source: str,
@@ -204,7 +209,8 @@ def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
                 max_file_bytes: int | None = MAX_FILE_BYTES,
                 batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
                 guard: Screener | None = None, on_file: FileProgress | None = None,
-                on_progress: ProgressCallback | None = None) -> PathIngest:
+                on_progress: ProgressCallback | None = None,
+                limits: ReadLimits | None = None) -> PathIngest:
     """Ingest a file or folder (see :func:`trishield.load_path`) in committed batches.
 
     Ids are ``id_prefix`` plus the path relative to the folder (a single file: its name),
@@ -216,7 +222,7 @@ def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
     Everything is read and validated before the first write.
     """
     batch = load_input(path, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
-                       on_file=on_file)
+                       on_file=on_file, limits=limits)
     return ingest_loaded(kb, batch, source=os.path.abspath(path), tier=tier, writer=writer,
                          batch_size=batch_size, update=update, guard=guard,
                          on_progress=on_progress)

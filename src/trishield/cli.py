@@ -105,7 +105,7 @@ def _where(kb_dir: Path | None, server: str | None,
 @cli.command()
 @click.argument("query")
 @kb_or_server
-@click.option("--backend", type=click.Choice(BACKENDS), default="dense",
+@click.option("--backend", type=click.Choice(BACKENDS), default="hybrid",
               show_default=True)
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Results (at most 100 with --server).")
@@ -625,6 +625,39 @@ def keys_withdraw(publisher: str, doc_id: str, kb_dir: Path, version: int,
     upto = store.withdraw_signature(publisher, doc_id, version, by=withdrawn_by)
     console.print(f"withdrew {escape(publisher)}'s signatures of {escape(doc_id)} up to "
                   f"version {upto}")
+
+
+@keys.command("sign-withdrawal")
+@click.argument("publisher")
+@click.argument("doc_id")
+@click.option("--version", "version", type=click.IntRange(1, 2**31 - 1), required=True,
+              help="Withdraw every signed version of DOC_ID up to this one.")
+@click.option("--private-key", "private_path", required=True,
+              type=click.Path(dir_okay=False, exists=True, path_type=Path))
+def keys_sign_withdrawal(publisher: str, doc_id: str, version: int, private_path: Path) -> None:
+    """Sign, as PUBLISHER, the withdrawal of its records of DOC_ID up to --version.
+
+    Prints a POST /v1/withdrawals body: any writer may relay it to the service, which then
+    withdraws the signatures and deletes the stored document if it carries one of them.
+    Without it, only an admin (DELETE ...?withdraw=true) withdraws a publisher's signature.
+    """
+    import time
+
+    from trishield.errors import InputError
+    from trishield.provenance.keys import check_name
+    from trishield.provenance.signing import SignedWithdrawal, load_private_key, sign_withdrawal
+    from trishield.service.models import check_document_id
+
+    check_name(publisher, "publisher name")
+    try:
+        check_document_id(doc_id)
+    except ValueError as error:
+        raise InputError(f"document id {doc_id!r}: {error}") from None
+    withdrawal = SignedWithdrawal(doc_id, version, int(time.time()))
+    body = {"publisher": publisher, "id": doc_id, "up_to_version": version,
+            "issued_at": withdrawal.issued_at,
+            "signature": sign_withdrawal(load_private_key(private_path), withdrawal)}
+    click.echo(json.dumps(body, ensure_ascii=False))
 
 
 @keys.command("sign")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from rich.table import Table
 
 from trishield.kb.documents import TIERS
 from trishield.kb.ingest_report import IngestProgress, IngestReport
+from trishield.kb.read_limits import OPTION_OF, ReadLimits, format_bytes, limits_from_text
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 errors = Console(stderr=True, highlight=False)
@@ -58,12 +59,28 @@ def _when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _size(text: str | None) -> int | None:
-    from trishield.kb.loaders import MAX_FILE_BYTES, parse_size
-
-    if text is None:
-        return MAX_FILE_BYTES
-    return None if text.strip().lower() in ("none", "unlimited") else parse_size(text)
+def _limit_options(command: Callable) -> Callable:
+    """The read limit options of ``trishield ingest`` (docs/documents.md, "Reading limits")."""
+    defaults = ReadLimits()
+    counts = ("max_pages", "max_depth", "max_seconds")
+    helps = {
+        "max_file_bytes": "Largest file read, checked before parsing (e.g. 20MB, 512KiB).",
+        "max_expanded_bytes": "Most a file may expand to: DOCX parts unpacked, text "
+                              "extracted.",
+        "max_pages": "Most pages of one PDF.",
+        "max_depth": "Deepest element nesting of an HTML page.",
+        "max_seconds": "Seconds the parser may spend on one PDF, DOCX, HTML or rST file.",
+        "max_memory_bytes": "Memory (address space) of the process that parses PDF, DOCX, "
+                            "HTML and rST files.",
+        "max_front_matter_bytes": "Largest YAML front matter, as written and as expanded.",
+    }
+    for name in reversed(list(OPTION_OF)):
+        value = getattr(defaults, name)
+        default = f"{value:g}" if name in counts else format_bytes(value).replace(" ", "")
+        command = click.option(OPTION_OF[name], f"limit_{name}", metavar="LIMIT",
+                               default=default, show_default=True,
+                               help=helps[name] + " 'none': no limit.")(command)
+    return command
 
 
 # -- progress --------------------------------------------------------------------------------
@@ -123,14 +140,15 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
                    "retired and kept); --no-update refuses the run instead.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=200, show_default=True,
               help="Documents per committed batch: an interrupt keeps finished batches.")
-@click.option("--max-file-size", "max_file_size", metavar="SIZE",
-              help="Largest file read (e.g. 20MB, 512KiB, 'none'); checked before parsing. "
-                   "Default 50MiB.")
+@_limit_options
 @click.option("--progress/--no-progress", "show_progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal and not --json).")
 @click.option("--model", "embedding_model", help="Embedding model for a new KB "
               "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
 @click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
+@click.option("--chunking", "chunk_strategy", type=click.Choice(("sections", "window")),
+              help="How a new KB cuts documents: by their sections (default) or in word "
+                   "windows.")
 @click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in words (new KB; 20).")
 @click.option("--index", "dense_index", type=click.Choice(["flat", "hnsw", "ivfpq"]),
               help="Dense index of a new KB (flat by default; see docs/scale.md).")
@@ -149,18 +167,22 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
                    "prints the effective settings.")
 @json_option
 def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writer: str,
-           id_prefix: str, update: bool, batch_size: int, max_file_size: str | None,
-           show_progress: bool | None, embedding_model: str | None, chunk_words: int | None,
-           chunk_overlap: int | None, dense_index: str | None, engine_uri: str | None,
-           engine_collection: str | None, engine_index: str | None, guard: bool,
-           config_file: Path | None, json_output: bool) -> None:
+           id_prefix: str, update: bool, batch_size: int, show_progress: bool | None,
+           embedding_model: str | None, chunk_words: int | None, chunk_strategy: str | None,
+           chunk_overlap: int | None,
+           dense_index: str | None, engine_uri: str | None, engine_collection: str | None,
+           engine_index: str | None, guard: bool, config_file: Path | None, json_output: bool,
+           **limit_options: str) -> None:
     """Ingest PATH (JSONL, SQuAD JSON, .txt/.md/.rst, HTML, DOCX, PDF, or a folder of them) or
     a --dataset into --kb, in committed batches.
 
-    In a folder, files that cannot be read or are too large are reported and the rest is
-    ingested. Ctrl-C keeps the batches already committed; running the same command again
-    skips what is stored and finishes the rest. A changed file becomes a new version of its
-    document (see `trishield documents show`)."""
+    Every file is read under limits (size, expanded size, pages, nesting, parse time and
+    memory: the --max-* and --parse-* options). In a folder, files that cannot be read or
+    are over a limit are reported and the rest is ingested; links out of the folder, pipes
+    and devices are reported as skipped and never opened. Ctrl-C keeps the batches already
+    committed; running the same command again skips what is stored and finishes the rest.
+    A changed file becomes a new version of its document (see `trishield documents
+    show`)."""
     from trishield.api import ingest_loaded, load_input
     from trishield.kb import ChunkingConfig, IngestInterrupted, KnowledgeBase, LoadedBatch
     from trishield.kb.datasets import load_named
@@ -172,15 +194,17 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
 
     if (path is None) == (dataset is None):
         raise click.UsageError("give exactly one of PATH or --dataset")
-    max_file_bytes = _size(max_file_size)
+    limits = limits_from_text({name.removeprefix("limit_"): text
+                               for name, text in limit_options.items()})
     engine = None if engine_uri is None and engine_collection is None and engine_index is None \
         else EngineConfig.parse(engine_uri, engine_collection, engine_index)
     screen = IngestGuard(load_settings(config_file).pipeline.guard) if guard else None
     _refuse_key_names(kb_dir, writer)
     chunking = None
-    if chunk_words is not None or chunk_overlap is not None:
+    if chunk_words is not None or chunk_overlap is not None or chunk_strategy is not None:
         chunking = ChunkingConfig(chunk_words or 120,
-                                  20 if chunk_overlap is None else chunk_overlap)
+                                  20 if chunk_overlap is None else chunk_overlap,
+                                  chunk_strategy or "sections")  # type: ignore[arg-type]
     wanted = (sys.stderr.isatty() and not json_output) if show_progress is None \
         else show_progress
     with _progress_bar(wanted) as bar:
@@ -189,7 +213,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
             batch = LoadedBatch(with_id_prefix(load_named(dataset), id_prefix), [])
             source = f"dataset:{dataset}"
         else:
-            batch = load_input(path, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
+            batch = load_input(path, id_prefix=id_prefix, limits=limits,
                                on_file=bar.on_file if bar else None)
             source = str(path.absolute())
         with KnowledgeBase.open(kb_dir, create=True, embedding_model=embedding_model,
@@ -222,7 +246,7 @@ def _say_interrupted(report: IngestReport, kb_dir: Path, json_output: bool) -> N
 def _say_ingested(result, kb_dir: Path, writer: str, tier: str, stats: dict,
                   json_output: bool) -> None:
     report = result.report
-    skipped = result.skipped_files
+    skipped = [{"path": f.path, "reason": f.reason} for f in result.skipped_files]
     failed = [{"path": f.path, "error": f.error} for f in result.failed_files]
     if json_output:
         _print_json(report.as_dict() | {"skipped_files": skipped, "failed_files": failed,
@@ -244,8 +268,9 @@ def _say_ingested(result, kb_dir: Path, writer: str, tier: str, stats: dict,
     for held in report.quarantined:
         console.print(f"[red]quarantined by Ring 1:[/] {escape(held['id'])} (C={held['c']}): "
                       f"{escape('; '.join(held['reasons']))}")
-    for name in skipped:
-        console.print(f"[yellow]not ingested (unsupported file type):[/] {escape(name)}")
+    for entry in skipped:
+        console.print(f"[yellow]not ingested ({escape(entry['reason'])}):[/] "
+                      f"{escape(entry['path'])}", soft_wrap=True)
     for problem in failed:
         errors.print(f"[red]not ingested (cannot be read):[/] {escape(problem['error'])}",
                      soft_wrap=True)

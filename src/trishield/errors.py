@@ -32,6 +32,15 @@ class InputError(TriShieldError):
         return f"{where}{self.message}"
 
 
+class ContextOverflowError(InputError):
+    """The question alone does not fit the reader's context window, whatever passages are
+    left out: the same request fails every time, so it is the request's fault (HTTP 413),
+    not a busy service. Passages that do not fit are cut or left out instead
+    (:mod:`trishield.llm.context_budget`)."""
+
+    exit_code = 6
+
+
 class NotFoundError(InputError):
     """The thing named (a document, a key, a publisher) does not exist; HTTP maps it to 404."""
 

@@ -43,6 +43,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.errors import InputError
+from trishield.llm.factory import LLMConfigError, check_backend_config
 from trishield.llm.panel import DEFAULT_PANEL, DEFAULT_SECOND_READER, NO_SECOND_READER, MemberSpec
 from trishield.rings.config_types import CONFIG, Backend, list_to_tuple
 from trishield.rings.consensus import ConsensusConfig
@@ -64,7 +65,10 @@ _Config = TypeVar("_Config")
 class PipelineConfig:
     """Everything the pipeline runs with: the retrieval backend and each ring's settings."""
 
-    backend: Backend = "dense"
+    backend: Backend = "hybrid"
+    """Reciprocal-rank fusion of dense and BM25: on documentation, identifiers and options
+    are found by their exact terms, which embeddings blur (docs/answers.md); the PoisonedRAG
+    matrix pins ``dense``, what its committed figures were measured on."""
     guard: GuardConfig = field(default_factory=GuardConfig)
     scorer: ScorerConfig = field(default_factory=ScorerConfig)
     consensus: ConsensusConfig = field(default_factory=ConsensusConfig)
@@ -276,13 +280,23 @@ def _panel(values: dict[str, Any]) -> tuple[MemberSpec, ...]:
         raise InputError(f"[panel] unknown key(s) {', '.join(sorted(unknown))}; "
                          "allowed: members, remote, second_reader")
     members = values.get("members", list(DEFAULT_PANEL))
-    if not isinstance(members, list) or not all(isinstance(m, str) and m for m in members):
-        raise InputError("[panel] members: must be a list of model names")
+    # a member is a model name (a registry model, a .gguf path, "extractive") or an inline
+    # backend table, so that any model can be the reader (the first member) in one line:
+    # members = [{ kind = "ollama", model = "qwen2.5:7b" }, "gemma3-270m", "extractive"]
+    if not isinstance(members, list) or not all(
+            (isinstance(m, str) and m) or isinstance(m, dict) for m in members):
+        raise InputError("[panel] members: must be a list of model names or backend tables "
+                         "({ kind = ..., model = ... })")
     remote = values.get("remote", [])
     if not isinstance(remote, list) or not all(isinstance(r, dict) for r in remote):
         raise InputError("[panel] remote: must be an array of tables ([[panel.remote]])")
     if not members and not remote:
         raise InputError("[panel] the panel has no members")
+    for table in (*[m for m in members if isinstance(m, dict)], *remote):
+        try:
+            check_backend_config(table)
+        except LLMConfigError as error:
+            raise InputError(f"[panel] {error}") from None
     return (*members, *remote)
 
 
@@ -297,7 +311,7 @@ def settings_from_dict(raw: Mapping[str, Any]) -> Settings:
         if not isinstance(value, dict):
             raise InputError(f"[{name}] must be a table")
     retrieval = dict(raw.get("retrieval", {}))
-    backend = retrieval.pop("backend", "dense")
+    backend = retrieval.pop("backend", PipelineConfig.backend)
     ring2 = raw.get("ring2", {})
     scorer = _build(ScorerConfig, retrieval | ring2,
                     lambda key: "ring2" if key in ring2 else "retrieval")

@@ -227,6 +227,8 @@ class VoteRow(_Row):
     seconds: float
     prompt_tokens: int
     completion_tokens: int
+    packing: str = ""
+    """Set only when the reader's context was cut to fit its window: what was cut."""
 
 
 class GroupRow(_Row):

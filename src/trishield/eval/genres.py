@@ -340,7 +340,7 @@ def _shingles(text: str) -> set[bytes]:
 def passages_of(genre: str, documents: Sequence[tuple[str, str, str]],
                 chunking: ChunkingConfig | None = None) -> tuple[list[Passage], dict[str, int]]:
     """Windows of ``(source, id, text)`` documents, short ones and duplicates dropped."""
-    chunking = chunking or ChunkingConfig()
+    chunking = chunking or ChunkingConfig(strategy="window")  # the calibration's windows
     passages: list[Passage] = []
     seen_text: set[str] = set()
     seen_shingles: set[bytes] = set()

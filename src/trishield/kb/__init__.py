@@ -5,6 +5,7 @@ from trishield.kb.documents import Chunk, Document, Tier, content_hash
 from trishield.kb.ingest_report import IngestInterrupted, IngestProgress, IngestReport
 from trishield.kb.knowledge_base import KBSettings, KnowledgeBase
 from trishield.kb.loaders import LoadedBatch, load_path
+from trishield.kb.read_limits import ReadLimits
 from trishield.kb.retrieval import BACKENDS, Candidate
 from trishield.kb.screening import Screener, ScreeningVerdict
 
@@ -20,6 +21,7 @@ __all__ = [
     "KBSettings",
     "KnowledgeBase",
     "LoadedBatch",
+    "ReadLimits",
     "Screener",
     "ScreeningVerdict",
     "Tier",

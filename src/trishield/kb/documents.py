@@ -91,6 +91,9 @@ class Chunk:
     char_end: int
     word_start: int
     word_end: int
+    section: str = ""
+    """Where the chunk sits: the document's title and the heading above it (``sections``
+    chunking; "" for word windows). Embedded and indexed with the text, never part of it."""
 
     @property
     def id(self) -> str:

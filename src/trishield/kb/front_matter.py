@@ -5,6 +5,12 @@ is chunked with the body and shows up in answers, so loaders split it off: the t
 the document's title and the other keys are returned as metadata. Parsed with PyYAML's safe
 loader (no object construction from untrusted files); anything that is not a flat mapping of
 scalars or lists of scalars is refused with the file and line, never guessed at.
+
+Front matter is small (a title, tags, a date), so it is capped (``max_bytes``, 64 KiB by
+default) twice: as written, before YAML reads it, and as expanded, after. YAML aliases repeat
+a value by reference (``b: [*a, *a, ...]``), so 200 KB of YAML can stand for 200 MB of
+metadata that would be stored, shown and served with the document; the expanded size is
+counted value by value and refused past the cap.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from trishield.errors import InputError
+from trishield.kb.read_limits import OPTION_OF, format_bytes
 
 _OPEN = re.compile(r"---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
@@ -36,7 +43,20 @@ def _scalar(value: object) -> object:
     return value.isoformat() if isinstance(value, dt.date | dt.datetime) else value
 
 
-def split_front_matter(text: str, *, path: str) -> FrontMatter:
+def _too_large(what: str, max_bytes: int, path: str) -> InputError:
+    return InputError(f"front matter {what} over {format_bytes(max_bytes)}, the limit; raise "
+                      f"it ({OPTION_OF['max_front_matter_bytes']}) if it is genuine",
+                      path=path, line=1)
+
+
+def _expanded_size(key: str, value: object) -> int:
+    """Characters ``key: value`` stands for once aliases are expanded (flat values only)."""
+    items = value if isinstance(value, list) else [value]
+    return len(key) + sum(len(str(item)) + 2 for item in items)
+
+
+def split_front_matter(text: str, *, path: str, max_bytes: int | None = 64 * 1024) \
+        -> FrontMatter:
     """Split ``text`` into front matter and body; a text without front matter is all body.
 
     Front matter must start on the very first line with ``---`` and end with a ``---`` or
@@ -53,8 +73,13 @@ def split_front_matter(text: str, *, path: str) -> FrontMatter:
         raise InputError("front matter opened with '---' on line 1 is never closed (expected "
                          "a '---' line after it)", path=path, line=1)
     raw = text[opening.end():closing.start()]
+    if max_bytes is not None and len(raw.encode("utf-8")) > max_bytes:
+        raise _too_large("is", max_bytes, path)
     try:
         parsed = yaml.safe_load(raw) if raw.strip() else {}
+    except RecursionError:
+        raise InputError("malformed YAML front matter: nested too deeply", path=path,
+                         line=1) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1  # +1 for 1-based, +1 for the '---'
@@ -65,6 +90,7 @@ def split_front_matter(text: str, *, path: str) -> FrontMatter:
         raise InputError(f"front matter must be 'key: value' lines, got a YAML "
                          f"{type(parsed).__name__}", path=path, line=2)
     metadata: dict[str, MetadataValue] = {}
+    expanded = 0
     for key, value in parsed.items():
         if not isinstance(key, str):
             raise InputError(f"front matter key {key!r} is not text", path=path)
@@ -81,6 +107,9 @@ def split_front_matter(text: str, *, path: str) -> FrontMatter:
             raise InputError(f"front matter key {key!r} holds a {type(value).__name__}; only "
                              "text, numbers, booleans and flat lists are kept",
                              path=path)
+        expanded += _expanded_size(key, value)
+        if max_bytes is not None and expanded > max_bytes:
+            raise _too_large("expands (through YAML aliases) to", max_bytes, path)
         metadata[key] = value
     title = metadata.pop("title", "")
     if not isinstance(title, str):

@@ -58,10 +58,11 @@ from trishield.errors import (
 from trishield.kb.analysis import ChunkAnalyser
 from trishield.kb.analysis_backfill import BackfillReport, backfill
 from trishield.kb.change_log import Position
-from trishield.kb.chunking import ChunkingConfig, chunk_document
+from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.engines import sync as engine_sync
 from trishield.kb.engines.config import EngineConfig
+from trishield.kb.id_policy import new_id_problem
 from trishield.kb.index_backend import EmbeddedBackend, catch_up
 from trishield.kb.indexes import (
     DENSE_KINDS,
@@ -88,6 +89,7 @@ from trishield.kb.ownership import (
     owns,
     plan_batch,
     public_duplicates,
+    set_aside_reason,
 )
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
@@ -141,6 +143,7 @@ class KBSettings:
             "embedding_dimension": str(get_embedding_model(self.embedding_model).dimension),
             "chunk_words": str(self.chunking.words),
             "chunk_overlap": str(self.chunking.overlap),
+            "chunk_strategy": self.chunking.strategy,
             "dense_index": self.dense_index,
             **self.engine.as_meta(),
         }
@@ -148,7 +151,8 @@ class KBSettings:
     @classmethod
     def from_meta(cls, meta: dict[str, str]) -> KBSettings:
         return cls(meta["embedding_model"],
-                   ChunkingConfig(int(meta["chunk_words"]), int(meta["chunk_overlap"])),
+                   ChunkingConfig(int(meta["chunk_words"]), int(meta["chunk_overlap"]),
+                                  meta.get("chunk_strategy", "window")),  # type: ignore[arg-type]
                    meta["dense_index"], EngineConfig.from_meta(meta))
 
 
@@ -184,6 +188,19 @@ def _distinct_ids(doc_ids: Sequence[str]) -> list[str]:
 
 
 _FAULT_HITS: dict[str, int] = {}
+
+
+def _check_new_ids(documents: Sequence[Document], known: set[str]) -> None:
+    """Refuse a document whose id is new to the KB and outside the id policy
+    (:mod:`trishield.kb.id_policy`). An id the KB already stores or holds keeps working, so
+    that a KB written before the policy can still update and replace its documents."""
+    for document in documents:
+        if document.id in known:
+            continue
+        problem = new_id_problem(document.id)
+        if problem is not None:
+            raise InputError(f"document id {document.id!r} {problem}",
+                             path=document.origin or None)
 
 
 def _fault_point(phase: str) -> None:
@@ -483,13 +500,15 @@ class KnowledgeBase:
                                  path=document.origin or None)
         guard = guard if guard is not None else self.screener
         with self._write_lock():
+            claims = self.store.claims([d.id for d in documents],
+                                       [d.content_hash for d in documents])
+            _check_new_ids(documents, {claim.doc_id for claim in claims})
             try:
-                plan = plan_batch(documents, self.store.claims(
-                    [d.id for d in documents], [d.content_hash for d in documents]),
-                    tier=tier, writer=writer, writer_key=writer_key, update=update)
+                plan = plan_batch(documents, claims, tier=tier, writer=writer,
+                                  writer_key=writer_key, update=update)
             except TriShieldError as error:
-                self._audit_refused("ingest", writer, writer_key,
-                                    getattr(error, "doc_id", None), error)
+                self.audit_refused("ingest", writer, writer_key,
+                                   getattr(error, "doc_id", None), error)
                 raise
             report = IngestReport(None, [], public_duplicates(plan.duplicates), 0,
                                   self.store.generation(), 0.0, 0.0,
@@ -531,7 +550,9 @@ class KnowledgeBase:
         write lock), then write its indexes; ``report`` counts it once it is committed."""
         texts = [chunk.text for per_document in chunks for chunk in per_document]
         embed_started = time.perf_counter()
-        embeddings = self._embed(texts, progress=write.progress, started=write.started,
+        embeddings = self._embed([embedding_text(chunk) for per_document in chunks
+                                  for chunk in per_document],
+                                 progress=write.progress, started=write.started,
                                  on_slice=tracker.embedded if tracker.watched else None)
         report.embed_seconds += time.perf_counter() - embed_started
         analyses = self._analyse(texts)
@@ -547,6 +568,7 @@ class KnowledgeBase:
         ids = {document.id for document in documents}
         displaced = [(claim, d) for claim, d in plan.displaced if d.id in ids]
         withdrawn = [(claim, d) for claim, d in plan.withdrawn if d.id in ids]
+        set_aside = [(claim, d) for claim, d in plan.set_aside if d.id in ids]
         updates = [(claim, d) for claim, d in plan.updates if d.id in ids and d.id not in blocked]
         _fault_point("before-commit")
         with self.store.transaction() as connection:
@@ -558,6 +580,10 @@ class KnowledgeBase:
                 else:
                     self.store.close_quarantined(connection, claim.doc_id, state="discarded",
                                                  by=write.writer, reason=reason)
+            for claim, document in set_aside:  # audited; never in the writer's report
+                self.store.close_quarantined(
+                    connection, claim.doc_id, state="discarded", by=write.writer,
+                    reason=set_aside_reason(document.tier or write.tier, write.writer))
             for claim, document in withdrawn:
                 self.store.close_quarantined(
                     connection, claim.doc_id, state="withdrawn", by=write.writer,
@@ -663,7 +689,8 @@ class KnowledgeBase:
                                         "the held copy cannot replace it: discard it")
             chunks = [chunk_document(d, self.settings.chunking) for d in documents]
             texts = [c.text for per in chunks for c in per]
-            embeddings = self.embedder.encode(texts, progress=progress)
+            embeddings = self.embedder.encode([embedding_text(c) for per in chunks for c in per],
+                                              progress=progress)
             analyses = self._analyse(texts)
             offsets = np.cumsum([0, *map(len, chunks)])
             report = IngestReport(None, [], [], 0, self.store.generation(), 0.0, 0.0,
@@ -804,7 +831,7 @@ class KnowledgeBase:
             if owner is not None and not owns(record, *owner):
                 error = ForbiddenError(f"{owner[0]} may delete only its own documents; "
                                        f"{doc_id!r} was written by {record['writer']}")
-                self._audit_refused("delete", owner[0], owner[1], doc_id, error)
+                self.audit_refused("delete", owner[0], owner[1], doc_id, error)
                 raise error
             with self.store.transaction() as connection:
                 tombstone = self.store.delete_document(connection, doc_id, by=by,
@@ -830,8 +857,8 @@ class KnowledgeBase:
             if record is None or record["state"] != "held" or (
                     owner is not None and not owns(record, *owner)):
                 if record is not None and record["state"] == "held":
-                    self._audit_refused("withdraw", owner[0], owner[1], doc_id,
-                                        ForbiddenError("held for another writer"))
+                    self.audit_refused("withdraw", owner[0], owner[1], doc_id,
+                                       ForbiddenError("held for another writer"))
                 raise NotFoundError(f"no document {doc_id!r} is held in quarantine"
                                     if owner is None else f"no document {doc_id!r}")
             with self.store.transaction() as connection:
@@ -839,9 +866,10 @@ class KnowledgeBase:
                                              reason=reason)
         return self.store.quarantined_document(doc_id)
 
-    def _audit_refused(self, action: str, writer: str, writer_key: str, doc_id: str | None,
-                       error: Exception) -> None:
-        """Audit a refused write (the refusal itself is the caller's to raise)."""
+    def audit_refused(self, action: str, writer: str, writer_key: str, doc_id: str | None,
+                      error: Exception) -> None:
+        """Audit a refused write (the refusal itself is the caller's to raise; the service
+        audits a refusal it decides itself, a signature withdrawal by a non-admin, here)."""
         with self.store.transaction() as connection:
             self.store.audit(connection, action="refused", writer=writer, doc_id=doc_id,
                              content_hash=None,

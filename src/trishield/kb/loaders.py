@@ -9,10 +9,15 @@ DOCX and PDF (one document per page, so a citation names the page). In a folder,
 cannot be read (corrupt, encrypted, not UTF-8) is reported in :attr:`LoadedBatch.failed_files`
 and the rest still loads: one bad PDF must not block a whole folder.
 
-Every file but a JSONL one (read a line at a time) is size-checked before it is parsed
-(``max_file_bytes``): a parser handed a 2 GB "PDF" would hold the whole ingest hostage before
-the per-document limit could say anything. ``id_prefix`` is put before every id a load makes,
-so that two folders (or two copies of a file) can be ingested side by side.
+Every file is read under :class:`~trishield.kb.read_limits.ReadLimits`: its size on disk
+(JSONL, read a line at a time, excepted), what it expands to, its pages and nesting, and the
+time and memory its parser may take (PDF, DOCX, HTML and rST are parsed in a child process,
+:mod:`trishield.kb.parse_process`). A file over a limit is reported in ``failed_files`` with
+the limit and the option that raises it. A folder is the boundary of what is read
+(:mod:`trishield.kb.file_walk`): no link is followed out of it, and pipes, devices and
+dangling links are reported in ``skipped_files`` with the reason, never opened.
+``id_prefix`` is put before every id a load makes, so that two folders (or two copies of a
+file) can be ingested side by side.
 """
 
 from __future__ import annotations
@@ -25,21 +30,31 @@ from pathlib import Path
 
 from trishield.errors import InputError
 from trishield.kb.documents import Document
-from trishield.kb.file_formats import Extract, read_docx, read_html, read_pdf, read_rst
-from trishield.kb.front_matter import MetadataValue, split_front_matter
+from trishield.kb.file_formats import Extract
+from trishield.kb.file_walk import SkippedFile, open_regular, read_regular, walk_folder
+from trishield.kb.front_matter import MetadataValue
+from trishield.kb.parse_process import ParserProcess
+from trishield.kb.parse_worker import (
+    IN_PROCESS,
+    KIND_OF_SUFFIX,
+    Parsed,
+    decode_utf8,
+    parse_document,
+)
+from trishield.kb.read_limits import MAX_FILE_BYTES, ReadLimits
 from trishield.kb.unicode_checks import has_visible_text, id_problem
 
 MAX_DOCUMENT_CHARS = 1_000_000
 """Longer documents are refused: they are almost always a mistake (a dump, a binary)."""
 
-MAX_FILE_BYTES = 50 * 1024 * 1024
-"""Default size limit of one input file (JSONL excepted), checked before it is parsed."""
+MAX_JSONL_LINE_BYTES = 8 * MAX_DOCUMENT_CHARS
+"""Longest JSONL line read: room for the longest document even with every character escaped
+(``\\u00e9``), so that a file without line breaks is refused, not read whole into memory."""
 
 MAX_ID_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_HEADING = re.compile(r"#+[ \t]+(\S.*)")
 _JSONL_FIELDS = {"id", "text", "title", "source"}
 TEXT_SUFFIXES = (".txt", ".md")
 RST_SUFFIXES = (".rst",)
@@ -63,14 +78,16 @@ class FailedFile:
 class LoadedBatch:
     """Documents ready to ingest plus what the loader saw but did not turn into a document.
 
-    ``skipped_files`` are files of an unsupported type; ``failed_files`` are supported files
-    that could not be read, or were over the size limit (each with its error); ``metadata``
-    maps a document id to the front matter keys other than ``title`` (each document carries
-    them too, in :attr:`Document.metadata`, and the store keeps them with it).
+    ``skipped_files`` are entries not read, each with the reason (an unsupported type, a
+    link out of the folder, a pipe, a device, a dangling link); ``failed_files`` are
+    supported files that could not be read or were over a limit (each with its error);
+    ``metadata`` maps a document id to the front matter keys other than ``title`` (each
+    document carries them too, in :attr:`Document.metadata`, and the store keeps them with
+    it).
     """
 
     documents: list[Document]
-    skipped_files: list[str]
+    skipped_files: list[SkippedFile]
     failed_files: list[FailedFile] = field(default_factory=list)
     metadata: dict[str, dict[str, MetadataValue]] = field(default_factory=dict)
 
@@ -122,56 +139,6 @@ def check_unique_ids(documents: Iterable[Document]) -> list[Document]:
     return unique
 
 
-def check_file_size(path: Path, max_file_bytes: int | None) -> None:
-    """Refuse a file larger than ``max_file_bytes`` before anything reads it (None: no
-    limit); the error names the file, its size and the limit."""
-    if max_file_bytes is None:
-        return
-    size = path.stat().st_size
-    if size > max_file_bytes:
-        raise InputError(f"file is {format_bytes(size)} ({size:,} bytes), over the "
-                         f"{format_bytes(max_file_bytes)} limit per file; raise it "
-                         "(--max-file-size) or split the file", path=str(path))
-
-
-def format_bytes(size: int) -> str:
-    """``52428800`` -> ``50.0 MiB``: sizes in errors and summaries."""
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b|bytes)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "bytes": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2,
-          "mb": 1000**2, "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
-
-
-def parse_size(text: str) -> int:
-    """``"20MB"``, ``"512KiB"``, ``"1000000"`` -> bytes; :class:`InputError` otherwise."""
-    found = _SIZE.fullmatch(text)
-    unit = (found.group(2) or "").lower() if found else ""
-    if found is None or unit not in _UNITS:
-        raise InputError(f"size {text!r} is not a size such as 20MB, 512KiB or 1000000")
-    size = int(float(found.group(1)) * _UNITS[unit])
-    if size < 1:
-        raise InputError(f"size {text!r} must be at least 1 byte")
-    return size
-
-
-def _decode(raw: bytes, *, path: str, line: int | None = None) -> str:
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        raise InputError(
-            f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})",
-            path=path,
-            line=line,
-        ) from None
-
-
 def _optional_string(record: dict, key: str, *, path: str, line: int) -> str:
     value = record.get(key, "")
     if value is None:
@@ -192,9 +159,14 @@ def _check_encodable(value: str, key: str, *, path: str, line: int | None = None
 def iter_jsonl(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
     """``{"id", "text", "title"?, "source"?}`` per line; blank lines are allowed."""
     shown = str(path)
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = _decode(raw, path=shown, line=number)
+    with open_regular(path.resolve(), shown=shown) as handle:
+        lines = iter(lambda: handle.readline(MAX_JSONL_LINE_BYTES + 1), b"")
+        for number, raw in enumerate(lines, start=1):
+            if len(raw) > MAX_JSONL_LINE_BYTES:
+                raise InputError(f"line is longer than {MAX_JSONL_LINE_BYTES:,} bytes, more "
+                                 "than any document may hold; is this really JSONL?",
+                                 path=shown, line=number)
+            text = decode_utf8(raw, path=shown, line=number)
             if not text.strip():
                 continue
             try:
@@ -235,116 +207,113 @@ class _Loaded:
     metadata: dict[str, MetadataValue]
 
 
-def _load_text(path: Path, doc_id: str | None, max_file_bytes: int | None) -> _Loaded:
-    """A ``.txt``/``.md``/``.rst`` file: front matter split off, then the body as is (or, for
-    rST, rendered to plain text). Title: front matter, else the file's own heading, else the
-    file name."""
-    shown = str(path)
-    check_file_size(path, max_file_bytes)
-    matter = split_front_matter(_decode(path.read_bytes(), path=shown), path=shown)
-    if path.suffix.lower() in RST_SUFFIXES:
-        extract = read_rst(matter.body, path)
-        text, heading = extract.text, extract.title
-    else:
-        text = matter.body
-        found = _HEADING.match(text.lstrip().split("\n", 1)[0])
-        heading = found.group(1).strip() if found else ""
-    title = matter.title or heading or path.stem
-    document = Document(id=doc_id or path.stem, text=text, title=title, source=shown,
-                        origin=shown, metadata=matter.metadata)
-    return _Loaded([validate_document(document, path=shown)], matter.metadata)
-
-
 def load_text_file(path: Path, *, doc_id: str | None = None) -> Document:
     """One ``.txt``/``.md``/``.rst`` file as one document; YAML front matter is removed from
     the text and its ``title`` used, else a leading ``# heading`` (rST: its title)."""
-    return _load_text(path, doc_id, None).documents[0]
+    path = Path(path)
+    if path.suffix.lower() not in (*TEXT_SUFFIXES, *RST_SUFFIXES):
+        raise InputError(f"not a text file ({', '.join((*TEXT_SUFFIXES, *RST_SUFFIXES))})",
+                         path=str(path))
+    return load_file(path, doc_id=doc_id, max_file_bytes=None)[0]
 
 
-def _from_extract(extract: Extract, path: Path, doc_id: str) -> Document:
+def _from_extract(extract: Extract, path: Path, doc_id: str,
+                  metadata: dict[str, MetadataValue]) -> Document:
     shown = str(path)
     title = extract.title or path.stem
     if extract.page is not None:
         # One document per page: the id and origin name the page, so a citation can too.
         document = Document(id=f"{doc_id}:p{extract.page}", text=extract.text,
                             title=f"{title} (page {extract.page})", source=shown,
-                            origin=f"{shown}#page={extract.page}")
+                            origin=f"{shown}#page={extract.page}", metadata=metadata)
     else:
         document = Document(id=doc_id, text=extract.text, title=title, source=shown,
-                            origin=shown)
+                            origin=shown, metadata=metadata)
     return validate_document(document, path=shown)
 
 
 def load_file(path: Path, *, doc_id: str | None = None,
-              max_file_bytes: int | None = MAX_FILE_BYTES) -> list[Document]:
+              max_file_bytes: int | None = MAX_FILE_BYTES,
+              limits: ReadLimits | None = None) -> list[Document]:
     """Any single document file (see :data:`DOCUMENT_SUFFIXES`); a PDF gives one document
-    per page with text, ids ``<id>:p<page>``. Raises :class:`InputError` naming the file."""
-    return _load_file(path, doc_id, max_file_bytes).documents
+    per page with text, ids ``<id>:p<page>``. Raises :class:`InputError` naming the file.
+    ``limits`` (default: :class:`ReadLimits` with ``max_file_bytes``) bound the read."""
+    path = Path(path)
+    limits = limits or ReadLimits(max_file_bytes=max_file_bytes)
+    with ParserProcess(limits) as parser:
+        return _load_file(path, path.resolve(), doc_id, limits, parser).documents
 
 
-def _load_file(path: Path, doc_id: str | None, max_file_bytes: int | None) -> _Loaded:
-    suffix = path.suffix.lower()
-    if suffix in TEXT_SUFFIXES or suffix in RST_SUFFIXES:
-        return _load_text(path, doc_id, max_file_bytes)
-    if suffix not in DOCUMENT_SUFFIXES:
-        raise InputError(f"unsupported document type {suffix or '(none)'!r}", path=str(path))
-    check_file_size(path, max_file_bytes)
-    base = doc_id or path.stem
-    if suffix == ".pdf":
-        extracts = read_pdf(path)
-    elif suffix == ".docx":
-        extracts = [read_docx(path)]
+def _load_file(shown: Path, real: Path, doc_id: str | None, limits: ReadLimits,
+               parser: ParserProcess) -> _Loaded:
+    """Read ``real`` (a regular file, never a link: see :mod:`trishield.kb.file_walk`) as the
+    file ``shown`` in its folder: its suffix picks the reader, its name the id and title."""
+    suffix = shown.suffix.lower()
+    kind = KIND_OF_SUFFIX.get(suffix)
+    if kind is None:
+        raise InputError(f"unsupported document type {suffix or '(none)'!r}", path=str(shown))
+    data = read_regular(real, limits.max_file_bytes, shown=str(shown))
+    if kind in IN_PROCESS:
+        parsed = parse_document(kind, data, str(shown), limits)
     else:
-        extracts = [read_html(path)]
-    return _Loaded([_from_extract(extract, path, base) for extract in extracts], {})
+        parsed = parser.parse(kind, data, str(shown))
+    return _documents(parsed, shown, doc_id or shown.stem)
 
 
-def folder_files(path: Path) -> tuple[list[Path], list[str]]:
-    """The files a folder load reads (sorted, hidden ones left out) and the ones it skips
-    (unsupported types): what a progress bar counts before the first file is parsed."""
-    readable: list[Path] = []
-    skipped: list[str] = []
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        relative = file.relative_to(path)
-        if any(part.startswith(".") for part in relative.parts):
-            continue
-        if file.suffix.lower() not in DOCUMENT_SUFFIXES:
-            skipped.append(str(file))
-        else:
-            readable.append(file)
-    return readable, skipped
+def _documents(parsed: Parsed, shown: Path, doc_id: str) -> _Loaded:
+    documents = [_from_extract(extract, shown, doc_id, parsed.metadata)
+                 for extract in parsed.extracts]
+    return _Loaded(documents, parsed.metadata)
+
+
+def _supported(path: Path) -> bool:
+    return path.suffix.lower() in DOCUMENT_SUFFIXES
+
+
+def folder_files(path: Path) -> tuple[list[Path], list[SkippedFile]]:
+    """The files a folder load reads (sorted, hidden ones left out) and the entries it skips
+    with the reason: what a progress bar counts before the first file is parsed."""
+    files, skipped = walk_folder(path, _supported)
+    return [file.shown for file in files], skipped
 
 
 def load_folder(path: Path, *, id_prefix: str = "",
                 max_file_bytes: int | None = MAX_FILE_BYTES,
-                on_file: FileProgress | None = None) -> LoadedBatch:
+                on_file: FileProgress | None = None,
+                limits: ReadLimits | None = None) -> LoadedBatch:
     """Every supported file under ``path`` (recursively, sorted for determinism).
 
     Ids are ``id_prefix`` plus the path relative to ``path`` without the suffix, so two
     subfolders can hold ``index.md`` and two folders ingested with different prefixes never
-    meet. Files of other types are skipped; supported files that cannot be read, or are over
-    ``max_file_bytes``, are listed in ``failed_files`` with their error while the rest
-    loads. Hidden files and folders are ignored. Two files giving one id to different texts
-    are still refused (an ambiguous write).
+    meet. Entries not read are listed in ``skipped_files`` with the reason (other types,
+    links out of the folder, pipes and devices: see :func:`~trishield.kb.file_walk.walk_folder`);
+    supported files that cannot be read, or are over a limit, are listed in
+    ``failed_files`` with their error while the rest loads. Hidden files and folders are
+    ignored. Two files giving one id to different texts are still refused (an ambiguous
+    write). ``limits`` (default: :class:`ReadLimits` with ``max_file_bytes``) bound each file.
     """
+    limits = limits or ReadLimits(max_file_bytes=max_file_bytes)
     documents: list[Document] = []
     failed: list[FailedFile] = []
     metadata: dict[str, dict[str, MetadataValue]] = {}
-    files, skipped = folder_files(path)
-    for done, file in enumerate(files, start=1):
-        relative = file.relative_to(path)
-        try:
-            loaded = _load_file(file, id_prefix + relative.with_suffix("").as_posix(),
-                                max_file_bytes)
-        except InputError as error:
-            failed.append(FailedFile(str(file), str(error)))
-            continue
-        finally:
-            if on_file is not None:
-                on_file(done, len(files))
-        documents.extend(loaded.documents)
-        if loaded.metadata:
-            metadata.update({document.id: loaded.metadata for document in loaded.documents})
+    files, skipped = walk_folder(path, _supported)
+    with ParserProcess(limits) as parser:
+        for done, file in enumerate(files, start=1):
+            relative = file.shown.relative_to(path)
+            try:
+                loaded = _load_file(file.shown, file.real,
+                                    id_prefix + relative.with_suffix("").as_posix(), limits,
+                                    parser)
+            except InputError as error:
+                failed.append(FailedFile(str(file.shown), str(error)))
+                continue
+            finally:
+                if on_file is not None:
+                    on_file(done, len(files))
+            documents.extend(loaded.documents)
+            if loaded.metadata:
+                metadata.update({document.id: loaded.metadata
+                                 for document in loaded.documents})
     if not documents:
         if failed:
             raise InputError(f"none of the {len(failed)} document file(s) in this folder "
@@ -354,11 +323,13 @@ def load_folder(path: Path, *, id_prefix: str = "",
     return LoadedBatch(check_unique_ids(documents), skipped, failed, metadata)
 
 
-def iter_squad(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
+def iter_squad(path: Path, *, id_prefix: str = "",
+               max_file_bytes: int | None = None) -> Iterator[Document]:
     """SQuAD-format JSON: every paragraph context becomes a document ``prefix:title:index``."""
     shown = str(path)
     try:
-        payload = json.loads(_decode(path.read_bytes(), path=shown))
+        payload = json.loads(decode_utf8(read_regular(path.resolve(), max_file_bytes, shown=shown),
+                                          path=shown))
     except json.JSONDecodeError as error:
         raise InputError(f"malformed JSON: {error.msg}", path=shown, line=error.lineno) from None
     articles = payload.get("data") if isinstance(payload, dict) else None
@@ -391,26 +362,30 @@ def iter_squad(path: Path, *, id_prefix: str = "") -> Iterator[Document]:
 
 def load_path(path: str | Path, *, id_prefix: str = "",
               max_file_bytes: int | None = MAX_FILE_BYTES,
-              on_file: FileProgress | None = None) -> LoadedBatch:
+              on_file: FileProgress | None = None,
+              limits: ReadLimits | None = None) -> LoadedBatch:
     """Load a JSONL file, a SQuAD JSON file, one document file (text, rST, HTML, DOCX,
-    PDF), or a folder of them. A single file that cannot be read (or is over
-    ``max_file_bytes``) raises; in a folder it is reported in ``failed_files``. Every id
-    starts with ``id_prefix``."""
+    PDF), or a folder of them. A single file that cannot be read (or is over a limit)
+    raises; in a folder it is reported in ``failed_files``. Every id starts with
+    ``id_prefix``. ``limits`` bound each file (default: :class:`ReadLimits` with
+    ``max_file_bytes``; when given, its own ``max_file_bytes`` applies). A path named
+    here may be a link (you named it); inside a folder, see :func:`load_folder`."""
     path = Path(path)
     if not path.exists():
         raise InputError("no such file or folder", path=str(path))
     _check_prefix(id_prefix)
+    limits = limits or ReadLimits(max_file_bytes=max_file_bytes)
     if path.is_dir():
-        return load_folder(path, id_prefix=id_prefix, max_file_bytes=max_file_bytes,
-                           on_file=on_file)
+        return load_folder(path, id_prefix=id_prefix, on_file=on_file, limits=limits)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         documents = list(iter_jsonl(path, id_prefix=id_prefix))
     elif suffix == ".json":
-        check_file_size(path, max_file_bytes)
-        documents = list(iter_squad(path, id_prefix=id_prefix))
+        documents = list(iter_squad(path, id_prefix=id_prefix,
+                                    max_file_bytes=limits.max_file_bytes))
     elif suffix in DOCUMENT_SUFFIXES:
-        loaded = _load_file(path, id_prefix + path.stem, max_file_bytes)
+        with ParserProcess(limits) as parser:
+            loaded = _load_file(path, path.resolve(), id_prefix + path.stem, limits, parser)
         if on_file is not None:
             on_file(1, 1)
         metadata = {document.id: loaded.metadata for document in loaded.documents}

@@ -297,6 +297,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         # read of every document on every screened write (kb/writer_counts.py)
         writer_counts.install,
     )),
+    Migration("0011_chunk_sections", (
+        # issue 48: ``sections`` chunking gives each chunk its document's title and heading,
+        # embedded and lexically indexed with its text (a man page's option entry never
+        # names its command); older chunks' section is ""
+        _add_column("chunks", "section", "TEXT NOT NULL DEFAULT ''"),
+        lexical_index.install_sections,
+    )),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

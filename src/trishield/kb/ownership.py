@@ -14,9 +14,11 @@ The rules (the service's API documents them too):
 * Ids are global. A **verified signed record** of an id (the publisher signed this very id)
   takes the id over from a less trusted document (neutral or untrusted, whoever wrote it) and
   from an earlier version signed by the same publisher: that document is moved aside in the
-  same transaction (deleted with a tombstone, or discarded from the quarantine) and the
-  signed one gets the id. Any other write to an id that another writer holds is a conflict,
-  and so is one to the writer's own id with another text, unless the write is an **update**.
+  same transaction (deleted with a tombstone, or the writer's own held text discarded from
+  the quarantine) and the signed one gets the id. Any other write to an id that another
+  writer stores is a conflict, and so is one to the writer's own id with another text,
+  unless the write is an **update**. Ids are not scoped per writer (docs/design.md,
+  "Provenance", says why).
 * An update (``update=True``: the CLI re-ingesting a changed file) replaces the writer's own
   document of that id with the new text as its next version, only when the stored document
   came from the same ``source`` (the same file): the same id from another folder is a
@@ -24,6 +26,16 @@ The rules (the service's API documents them too):
   in ``document_versions``) in the transaction that writes the new one; an own text held in
   quarantine under that id is withdrawn. A publisher's signed record is never replaced by an
   unsigned update.
+* The quarantine reserves an id for its own writer only. A text another writer holds there
+  (Ring 1 held it; it is in no index) never blocks a write of its id and is never shown to
+  the writer: when anyone else writes that id, the held row is *set aside* (discarded, with
+  its reason, audited, kept in the quarantine's history for admins) in the write's
+  transaction, and the write's answer does not mention it. Otherwise a poison posted under
+  ``legal/returns`` would lock its owner out until an admin discarded it, and the 409 or the
+  ``displaced`` list would tell any writer which ids are held (issue 49).
+* A signed record belongs to its publisher, not to whoever relayed it: the same record (same
+  publisher, version and text) posted again by another writer is a duplicate of the stored
+  one, not a conflict.
 """
 
 from __future__ import annotations
@@ -86,6 +98,9 @@ class BatchPlan:
     new: list[Document] = field(default_factory=list)
     duplicates: list[dict[str, str]] = field(default_factory=list)
     displaced: list[tuple[Claim, Document]] = field(default_factory=list)
+    set_aside: list[tuple[Claim, Document]] = field(default_factory=list)
+    """Other writers' held (quarantined) texts of an id this batch writes: closed in the
+    write's transaction, audited, never reported to the writer."""
     updates: list[tuple[Claim, Document]] = field(default_factory=list)
     """The writer's stored documents a new version (also in ``new``) replaces."""
     withdrawn: list[tuple[Claim, Document]] = field(default_factory=list)
@@ -121,7 +136,8 @@ def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: 
     batch_text: dict[str, Document] = {}
     for document in documents:
         document_tier = document.tier or tier
-        on_id = by_id.get(document.id, [])
+        on_id = [c for c in by_id.get(document.id, []) if not _held_for_another(c, writer,
+                                                                               writer_key)]
         same = next((c for c in on_id if c.content_hash == document.content_hash), None)
         if on_id and all(supersedes(document, document_tier, c) for c in on_id):
             plan.displaced.extend((claim, document) for claim in on_id)
@@ -154,7 +170,23 @@ def plan_batch(documents: Sequence[Document], claims: Sequence[Claim], *, tier: 
         batch_ids[document.id] = document
         batch_text[document.content_hash] = document
         plan.new.append(document)
+        plan.set_aside.extend((claim, document) for claim in by_id.get(document.id, [])
+                              if _held_for_another(claim, writer, writer_key))
     return plan
+
+
+def _held_for_another(claim: Claim, writer: str, writer_key: str) -> bool:
+    """Whether ``claim`` is another writer's text held in quarantine: invisible to this one."""
+    return claim.state == "quarantined" and not claim.owned_by(writer, writer_key)
+
+
+def same_signed_record(document: Document, claim: Claim) -> bool:
+    """Whether ``document`` carries the very signed record ``claim`` stores: the same
+    publisher's same version of the same text (who relayed either does not matter)."""
+    if not (document.signed and claim.signed) or document.content_hash != claim.content_hash:
+        return False
+    new, old = json.loads(document.signed), json.loads(claim.signed)
+    return (new["publisher"], new["version"]) == (old["publisher"], old["version"])
 
 
 def _redescribed(document: Document, same: Claim, claims: Sequence[Claim]) -> bool:
@@ -184,7 +216,10 @@ def _updatable(document: Document, claims: Sequence[Claim], writer: str,
 def _check_claimed_id(document: Document, tier: str, claim: Claim, writer: str,
                       writer_key: str) -> None:
     """Refuse to write ``document`` under an id ``claim`` holds, unless it is this writer's
-    own copy of the same text at the same or a higher tier (a duplicate)."""
+    own copy of the same text at the same or a higher tier, or the same signed record (a
+    duplicate)."""
+    if same_signed_record(document, claim):
+        return
     if not claim.owned_by(writer, writer_key):
         # whether another writer's document is stored or held in quarantine is not said
         raise RefusedId(document, "is already used by another writer; choose another id")
@@ -207,6 +242,12 @@ def public_duplicates(duplicates: list[dict[str, str]]) -> list[dict[str, str]]:
     """Duplicates as an ingest reports them: the writer's own document each one matched."""
     return [{"id": d["id"], "same_text_as": d["same_text_as"], "state": d["state"]}
             for d in duplicates]
+
+
+def set_aside_reason(tier: str, writer: str) -> str:
+    """Why another writer's held text of an id was closed (its quarantine row's reason)."""
+    return (f"set aside: {writer} wrote this id ({tier}); a document held in quarantine "
+            "reserves its id for its own writer only")
 
 
 def displacement_reason(claim: Claim, document: Document, writer: str) -> str:

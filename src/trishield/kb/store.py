@@ -733,9 +733,10 @@ class Store:
             for chunk in document_chunks:
                 chunk_ids.append(connection.execute(
                     "INSERT INTO chunks(doc_pk, chunk_index, text, char_start, char_end, "
-                    "word_start, word_end, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "word_start, word_end, embedding, section) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (doc_pk, chunk.index, chunk.text, chunk.char_start, chunk.char_end,
-                     chunk.word_start, chunk.word_end, embeddings[row].tobytes())).lastrowid)
+                     chunk.word_start, chunk.word_end, embeddings[row].tobytes(),
+                     chunk.section)).lastrowid)
                 if analyses is not None:
                     connection.execute(
                         "INSERT OR REPLACE INTO chunk_analysis(chunk_pk, version, data) "

@@ -90,6 +90,8 @@ def id_problem(doc_id: str) -> str | None:
     if hidden is not None:
         return (f"contains {describe(hidden)}, which is not shown as itself (control, format, "
                 "bidi, invisible, separator or non-ASCII space characters are refused)")
+    if doc_id.isascii():  # one script, NFKC-stable, no look-alikes: nothing more to check
+        return None
     if unicodedata.normalize("NFKC", doc_id) != doc_id:
         changed = [ch for ch in doc_id if unicodedata.normalize("NFKC", ch) != ch]
         if not changed:  # decomposed letters: e + U+0301 reads as the one letter é

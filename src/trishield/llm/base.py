@@ -132,6 +132,9 @@ class ReaderAnswer:
     seconds: float
     cached: bool
     model: str
+    packing: str = ""
+    """What was cut or left out of the context to fit the model's window ("" when nothing):
+    the answer was read from less than the whole context, and the trace says so."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

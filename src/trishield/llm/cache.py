@@ -22,6 +22,7 @@ from typing import Any
 
 from trishield.config import cache_dir
 from trishield.llm.base import ChatBackend, ChatMessage, GenerationParams, LLMResponse
+from trishield.llm.context_budget import TokenCounter
 
 RESPONSE_CACHE_ENV = "TRISHIELD_RESPONSE_CACHE"
 _FORMAT = 1
@@ -98,9 +99,19 @@ class CachedBackend:
         self.identity = backend.identity
         # readers choose a prompt style from this; hiding it would change the prompt
         self.chat_template = getattr(backend, "chat_template", True)
+        # the token counting of a backend that has it (the reader packs its context with it)
+        if isinstance(backend, TokenCounter):
+            self.context_window = backend.context_window
+            self.count_prompt_tokens = backend.count_prompt_tokens
+            self.count_text_tokens = backend.count_text_tokens
 
     def __repr__(self) -> str:
         return f"CachedBackend({self.backend!r}, {self.cache.directory})"
+
+    def has_response(self, messages: list[ChatMessage], params: GenerationParams) -> bool:
+        """Whether these messages are answered from the cache: a stored answer proves they
+        fitted the model's window, so the reader need not load the model to count them."""
+        return self.cache.get(cache_key(self.identity, messages, params)) is not None
 
     def chat(self, messages: list[ChatMessage], params: GenerationParams) -> LLMResponse:
         key = cache_key(self.identity, messages, params)

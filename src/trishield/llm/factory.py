@@ -65,26 +65,31 @@ def _api_key(config: Mapping[str, Any], default_env: str | None) -> str | None:
     return value
 
 
-def backend_from_config(config: Mapping[str, Any]) -> ChatBackend:
-    """``{"kind": "openai"|"anthropic"|"ollama"|"gguf"|..., "model": ..., ...}`` -> a backend.
-
-    The kind is looked up in :data:`LLM_KINDS`; keys it does not accept are refused, naming
-    the key, because a typo would otherwise silently fall back to a default.
-    """
+def check_backend_config(config: Mapping[str, Any]) -> None:
+    """Validate a backend table as :func:`backend_from_config` would, without building it (no
+    model loaded, no API key read): ``trishield config check`` names the key at fault."""
     if not isinstance(config, Mapping):
         raise LLMConfigError("kind", f"a backend config must be a mapping, got {config!r}")
     kind = config.get("kind")
     if not isinstance(kind, str) or kind not in LLM_KINDS:
         raise LLMConfigError("kind", f"must be one of {', '.join(LLM_KINDS.names())}, "
                                      f"got {kind!r}")
-    entry = LLM_KINDS.entry(kind)
-    unknown = sorted(set(config) - entry.meta["keys"])
+    unknown = sorted(set(config) - LLM_KINDS.entry(kind).meta["keys"])
     if unknown:
         raise LLMConfigError(unknown[0], f"is not a setting of kind {kind!r}; allowed: "
-                                         f"{', '.join(sorted(entry.meta['keys']))}")
+                                         f"{', '.join(sorted(LLM_KINDS.entry(kind).meta['keys']))}")
     if _string(config, "model") is None:
         raise LLMConfigError("model", f"is required for kind {kind!r}")
-    return entry.value(config)
+
+
+def backend_from_config(config: Mapping[str, Any]) -> ChatBackend:
+    """``{"kind": "openai"|"anthropic"|"ollama"|"gguf"|..., "model": ..., ...}`` -> a backend.
+
+    The kind is looked up in :data:`LLM_KINDS`; keys it does not accept are refused, naming
+    the key, because a typo would otherwise silently fall back to a default.
+    """
+    check_backend_config(config)
+    return LLM_KINDS.entry(config["kind"]).value(config)
 
 
 def _base_url(config: Mapping[str, Any], default: str) -> str:

@@ -13,10 +13,13 @@ prompt and parameters give the same text, which is what makes responses cacheabl
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import secrets
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,13 +48,15 @@ class _Loaded:
     server: Any
     lock: threading.Lock
     seconds: float
+    api_key: str = ""
+    """The listener's key (:func:`_start_server`): only this process's tokenizer calls use it."""
 
 
 _SERVERS: dict[tuple[str, int, int], _Loaded] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def _start_server(path: Path, n_ctx: int, n_threads: int) -> Any:
+def _start_server(path: Path, n_ctx: int, n_threads: int, api_key: str) -> Any:
     try:
         import xllamacpp
     except ImportError:
@@ -67,7 +72,7 @@ def _start_server(path: Path, n_ctx: int, n_threads: int) -> Any:
     params.verbosity = 0
     params.hostnames = ["127.0.0.1"]
     params.port = 0
-    params.api_keys = [secrets.token_hex(32)]
+    params.api_keys = [api_key]
     params.endpoint_metrics = False
     params.endpoint_slots = False
     params.ui = False
@@ -84,8 +89,10 @@ def loaded_server(resolved: ResolvedGGUF, n_ctx: int, n_threads: int) -> _Loaded
         if key not in _SERVERS:
             started = time.perf_counter()
             verify_resolved(resolved)
-            server = _start_server(resolved.path, n_ctx, n_threads)
-            _SERVERS[key] = _Loaded(server, threading.Lock(), time.perf_counter() - started)
+            api_key = secrets.token_hex(32)
+            server = _start_server(resolved.path, n_ctx, n_threads, api_key)
+            _SERVERS[key] = _Loaded(server, threading.Lock(), time.perf_counter() - started,
+                                    api_key)
         return _SERVERS[key]
 
 
@@ -172,6 +179,49 @@ class LocalGGUFBackend:
         value = read_gguf_metadata(path, [f"{architecture}.context_length"]).get(
             f"{architecture}.context_length")
         return int(value) if value else None
+
+    @property
+    def context_window(self) -> int:
+        """Tokens llama.cpp was started with (``n_ctx``): prompt and answer together."""
+        return self.n_ctx
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One call to the in-process server's own HTTP listener (loopback, keyed): the
+        library exposes tokenisation and chat templates only there, and each answers in a few
+        milliseconds without evaluating the model."""
+        loaded = loaded_server(self._resolve(), self.n_ctx, self.n_threads)
+        request = urllib.request.Request(
+            f"{loaded.server.listening_address}{path}", data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {loaded.api_key}",
+                     "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                reply = json.loads(response.read())
+        except (OSError, ValueError) as error:
+            raise LLMError(f"{self.name}: llama.cpp's {path} failed: {error}") from error
+        if not isinstance(reply, dict):
+            raise LLMError(f"{self.name}: llama.cpp's {path} returned {reply!r:.200}")
+        return reply
+
+    def _tokens(self, text: str, *, special: bool) -> int:
+        tokens = self._post("/tokenize", {"content": text, "add_special": special}).get("tokens")
+        if not isinstance(tokens, list):
+            raise LLMError(f"{self.name}: llama.cpp's /tokenize returned no tokens")
+        return len(tokens)
+
+    def count_prompt_tokens(self, messages: list[ChatMessage]) -> int:
+        """The prompt's tokens exactly as :meth:`chat` will send it: through the model's chat
+        template, or as the completion prompt of a base model."""
+        messages = validate_messages(messages)
+        if not self.chat_template:
+            return self._tokens(completion_prompt(messages), special=True)
+        prompt = self._post("/apply-template", {"messages": messages}).get("prompt")
+        if not isinstance(prompt, str):
+            raise LLMError(f"{self.name}: llama.cpp's /apply-template returned no prompt")
+        return self._tokens(prompt, special=True)
+
+    def count_text_tokens(self, text: str) -> int:
+        return self._tokens(text, special=False)
 
     def load(self) -> float:
         """Load the model now (verifying its sha256); returns the seconds loading took."""

@@ -19,6 +19,7 @@ from trishield.llm.base import (
     ReaderAnswer,
     passage_pairs,
 )
+from trishield.llm.context_budget import Packing, TokenCounter, fit_passages
 from trishield.text import content_words
 
 INSTRUCTION = ("Answer the question using only the context. Reply with a short answer "
@@ -118,7 +119,7 @@ class LLMReader:
 
     def answer(self, question: str, passages: list[Passage]) -> ReaderAnswer:
         pairs = passage_pairs(passages)
-        messages = build_messages(question, pairs, self.prompt_style)
+        pairs, messages, packing = self._fit(question, pairs)
         response = self.backend.chat(messages, self.params)
         text, refused = parse_reply(response.text)
         return ReaderAnswer(text=text, citations=[] if refused else cite(text, pairs),
@@ -126,4 +127,19 @@ class LLMReader:
                             prompt_tokens=response.prompt_tokens,
                             completion_tokens=response.completion_tokens,
                             seconds=response.seconds, cached=response.cached,
-                            model=response.model)
+                            model=response.model,
+                            packing=packing.describe() if packing is not None else "")
+
+    def _fit(self, question: str, pairs: list[tuple[str, str]]
+             ) -> tuple[list[tuple[str, str]], list[ChatMessage], Packing | None]:
+        """The prompt for these passages, packed into the model's window when the backend can
+        count tokens (:mod:`trishield.llm.context_budget`); as built otherwise."""
+        def build(kept: list[tuple[str, str]]) -> list[ChatMessage]:
+            return build_messages(question, kept, self.prompt_style)
+
+        if not isinstance(self.backend, TokenCounter):
+            return pairs, build(pairs), None
+        cached = getattr(self.backend, "has_response", None)
+        fits = None if cached is None else (lambda messages: cached(messages, self.params))
+        return fit_passages(question, pairs, build, self.backend, self.params.max_tokens,
+                            fits=fits)

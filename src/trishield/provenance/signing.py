@@ -16,6 +16,11 @@ N of that id, :meth:`~trishield.provenance.keys.KeyStore.withdraw_signature`) wi
 the publisher, and sign a corrected version N+1. A record issued more than
 :data:`MAX_CLOCK_SKEW_S` in the future is refused.
 
+A signature belongs to its publisher, not to the key that relayed the record: over the
+service only the publisher itself withdraws it, with a **signed withdrawal**
+(``trishield-withdrawal-v1`` and a newline, then ``{"id":..,"issued_at":..,"up_to_version":..}``
+as canonical JSON; :func:`withdrawal_problem`), or an admin acting for it.
+
 The first format (``trishield-document-v1:<hash>``, the text alone) is not accepted by the
 service: it is valid under any id, so a withdrawn document could be replayed under a new one.
 :func:`decide_provenance` still verifies it when no id is given, for the offline evaluation,
@@ -47,6 +52,7 @@ from trishield.provenance.keys import ApiKey, KeyStore
 
 MESSAGE_PREFIX = b"trishield-document-v1:"
 RECORD_PREFIX = b"trishield-document-v2\n"
+WITHDRAWAL_PREFIX = b"trishield-withdrawal-v1\n"
 MAX_SIGNATURE_CHARS = 200
 MAX_CLOCK_SKEW_S = 300
 MAX_VERSION = 2**31 - 1
@@ -72,6 +78,22 @@ class SignedRecord:
                   "issued_at": self.issued_at, "version": self.version}
         return RECORD_PREFIX + json.dumps(record, sort_keys=True, separators=(",", ":"),
                                           ensure_ascii=True).encode("ascii")
+
+
+@dataclass(frozen=True)
+class SignedWithdrawal:
+    """What a publisher signs to withdraw its signed records of one id, up to a version. Its
+    own prefix: a withdrawal can never pass for a document record, nor a record for one."""
+
+    doc_id: str
+    up_to_version: int
+    issued_at: int
+
+    def message(self) -> bytes:
+        record = {"id": self.doc_id, "issued_at": self.issued_at,
+                  "up_to_version": self.up_to_version}
+        return WITHDRAWAL_PREFIX + json.dumps(record, sort_keys=True, separators=(",", ":"),
+                                              ensure_ascii=True).encode("ascii")
 
 
 def generate_private_key() -> tuple[bytes, str]:
@@ -133,6 +155,54 @@ def sign(private: Ed25519PrivateKey, content_hash: str) -> str:
 def sign_record(private: Ed25519PrivateKey, record: SignedRecord) -> str:
     """The base64 signature of a document's signed record (what the service accepts)."""
     return base64.b64encode(private.sign(record.message())).decode("ascii")
+
+
+def sign_withdrawal(private: Ed25519PrivateKey, withdrawal: SignedWithdrawal) -> str:
+    """The base64 signature of a withdrawal (``trishield keys sign-withdrawal``)."""
+    return base64.b64encode(private.sign(withdrawal.message())).decode("ascii")
+
+
+def _publisher_key(store: KeyStore, name: str) -> tuple[Ed25519PublicKey | None, str | None]:
+    """A registered, unrevoked publisher's public key, or why there is none."""
+    publisher = store.publisher(name)
+    if publisher is None:
+        return None, f"unknown publisher {name!r}"
+    if publisher.revoked_at is not None:
+        return None, f"publisher {name!r} has been revoked"
+    return Ed25519PublicKey.from_public_bytes(base64.b64decode(publisher.public_key)), None
+
+
+def _decoded(signature: str) -> bytes | None:
+    if len(signature) > MAX_SIGNATURE_CHARS:
+        return None
+    try:
+        return base64.b64decode(signature, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def withdrawal_problem(store: KeyStore, publisher: str, withdrawal: SignedWithdrawal,
+                       signature: str, *, now: float | None = None) -> str | None:
+    """Why ``signature`` is not ``publisher``'s signature of ``withdrawal``, or ``None`` when
+    it is. Replaying a valid withdrawal changes nothing (withdrawals only ever rise), so no
+    nonce is needed; one issued in the future is refused like a record."""
+    public, problem = _publisher_key(store, publisher)
+    if public is None:
+        return problem
+    if not (1 <= withdrawal.up_to_version <= MAX_VERSION
+            and 0 <= withdrawal.issued_at <= MAX_ISSUED_AT):
+        return "version or issue time out of range"
+    if withdrawal.issued_at > (time.time() if now is None else now) + MAX_CLOCK_SKEW_S:
+        return f"withdrawal issued in the future (issued_at {withdrawal.issued_at})"
+    raw = _decoded(signature)
+    if raw is None:
+        return "signature is not a base64 Ed25519 signature"
+    try:
+        public.verify(raw, withdrawal.message())
+    except InvalidSignature:
+        return (f"signature does not verify against publisher {publisher!r} for this id, "
+                "version and issue time")
+    return None
 
 
 @dataclass(frozen=True)

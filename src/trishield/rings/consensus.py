@@ -44,6 +44,7 @@ from trishield.answers import (
     speaks_about,
 )
 from trishield.llm.base import Reader, ReaderAnswer
+from trishield.rings.claim_rules import answers_as_asked, as_witnesses, is_dump
 from trishield.rings.config_types import CONFIG, GateMode, TierTuple, Unit
 from trishield.rings.evidence import Evidence, Item, Verdict
 from trishield.rings.questions import asks_for_a_thing, asks_yes_or_no
@@ -87,6 +88,7 @@ class Vote:
     prompt_tokens: int
     completion_tokens: int
     llm: bool = True
+    packing: str = ""
 
     @classmethod
     def of(cls, member: Reader, reply: ReaderAnswer) -> Vote:
@@ -94,15 +96,20 @@ class Vote:
         return cls(member.name, member.vendor, reply.text,
                    bool(reply.refused) or is_refusal(reply.text), list(reply.citations),
                    bool(reply.cached), reply.seconds, reply.prompt_tokens,
-                   reply.completion_tokens, member.uses_llm)
+                   reply.completion_tokens, member.uses_llm,
+                   getattr(reply, "packing", ""))  # readers written before packing
 
     def as_dict(self) -> dict[str, object]:
-        return {"member": self.member, "vendor": self.vendor, "llm": self.llm,
-                "answer": self.answer,
-                "normalised": normalize_answer(self.answer), "refused": self.refused,
-                "citations": self.citations, "cached": self.cached,
-                "seconds": round(self.seconds, 3), "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens}
+        row: dict[str, object] = {
+            "member": self.member, "vendor": self.vendor, "llm": self.llm,
+            "answer": self.answer,
+            "normalised": normalize_answer(self.answer), "refused": self.refused,
+            "citations": self.citations, "cached": self.cached,
+            "seconds": round(self.seconds, 3), "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens}
+        if self.packing:  # only when the context was cut: older traces stay as they were
+            row["packing"] = self.packing
+        return row
 
 
 @dataclass
@@ -229,13 +236,26 @@ class StatedClaim:
 
 def stated_claims(round_: Round, passages: Sequence[ContextPassage],
                   question: str) -> list[StatedClaim]:
-    """The round's answer groups that the context states, largest group first. A bare yes/no
-    has nothing a passage could contain, so it counts only through an agreeing statement."""
+    """The round's answer groups that the context states and that answer the question,
+    largest group first. A bare yes/no has nothing a passage could contain, so it counts only
+    through an agreeing statement.
+
+    What may be a claim (docs/design.md, "What is a claim"): an extractive member's sentence
+    is a witness for the model answer it contains, never a rival to it
+    (:func:`as_witnesses`); a dump of numbers is never an answer (:func:`is_dump`); and
+    where several claims would be weighed, only answers of the asked type take part
+    (:func:`answers_as_asked`), so a title or a stray sentence cannot outweigh the answer a
+    majority read."""
     claims = []
-    for group in group_answers(round_.votes, question):
+    for group in group_answers(as_witnesses(round_.votes, question), question):
         answer, support = first_stated([v.answer for v in group], passages, question)
-        if support:
+        if support and not is_dump(answer):
             claims.append(StatedClaim(answer, support, len(group)))
+    if len(claims) > 1:
+        titles = {normalize_answer(p.title) for p in passages if p.title}
+        typed = [c for c in claims if answers_as_asked(c.answer, question, titles)]
+        if typed:
+            claims = typed
     return claims
 
 

@@ -28,7 +28,12 @@ from trishield.errors import ForbiddenError, InputError, NotFoundError
 from trishield.kb import Document, content_hash
 from trishield.kb.loaders import validate_document
 from trishield.provenance.keys import ApiKey, Role
-from trishield.provenance.signing import ProvenanceClaim, decide_provenance
+from trishield.provenance.signing import (
+    ProvenanceClaim,
+    SignedWithdrawal,
+    decide_provenance,
+    withdrawal_problem,
+)
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.service import docs_page, stream
 from trishield.service import models as m
@@ -186,7 +191,9 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         wrote; admins anything. A document Ring 1 holds in quarantine is *withdrawn* by its
         writer or *discarded* by an admin, which frees its id. With ``withdraw=true`` a
         signed document's signature is withdrawn too (its publisher's versions up to the
-        stored one), so the same signed record can never make it trusted again."""
+        stored one), so the same signed record can never make it trusted again: only an
+        admin, acting for the publisher, may do that (a signature belongs to its publisher,
+        not to the key that relayed it)."""
         doc_id = _document_id(doc_id)
         owner = None if key.role >= Role.ADMIN else (key.name, key.key_id)
         try:
@@ -194,9 +201,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 record = kb.store.document(doc_id)
                 if record is None:
                     return _remove_unstored(kb, doc_id, key, owner, reason)
-                withdrawn = None
-                if withdraw and (owner is None or record["writer_key"] == key.key_id):
-                    withdrawn = _withdraw_signature(record, key)
+                withdrawn = _withdraw_signature(kb, record, key) if withdraw else None
                 tombstone = kb.delete(doc_id, by=key.name, reason=reason, owner=owner)
         except ForbiddenError as error:
             state.metrics.auth_failures.labels("403").inc()
@@ -215,13 +220,49 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                                    f"{tombstone['deleted_by']}")
         raise NotFoundError(f"no document {doc_id!r}")
 
-    def _withdraw_signature(record: dict[str, Any], key: ApiKey) -> int:
+    def _withdraw_signature(kb: Any, record: dict[str, Any], key: ApiKey) -> int:
         if not record["signed"]:
             raise InputError(f"withdraw=true withdraws a publisher's signature, and "
                              f"{record['id']!r} carries none (delete it without withdraw)")
         signed = json.loads(record["signed"])
+        if key.role < Role.ADMIN:
+            error = ForbiddenError(
+                f"the signature on {record['id']!r} belongs to publisher "
+                f"{signed['publisher']}: only the publisher (a signed withdrawal, POST "
+                "/v1/withdrawals) or an admin acting for it can withdraw it; nothing was "
+                "deleted")
+            kb.audit_refused("withdraw-signature", key.name, key.key_id, record["id"], error)
+            raise error
         return state.keys.withdraw_signature(signed["publisher"], record["id"],
                                              signed["version"], by=key.name)
+
+    @app.post("/v1/withdrawals", response_model=m.WithdrawalOut, tags=["documents"],
+              responses=_errors(400, 401, 403, 413, 415, 422, 503, 507))
+    @state.writes.serialised
+    def withdraw_signature(body: m.WithdrawalIn, key: ApiKey = writer) -> Any:
+        """A publisher withdraws its signed records of one id up to a version, with a
+        withdrawal it signed (any writer may relay it); the stored document is deleted when
+        it carries one of them. Without the publisher's signature, only an admin can."""
+        withdrawal = SignedWithdrawal(body.id, body.up_to_version, body.issued_at)
+        problem = withdrawal_problem(state.keys, body.publisher, withdrawal, body.signature)
+        with state.writing() as kb:
+            if problem is not None:
+                error = ForbiddenError(f"not a withdrawal by publisher {body.publisher!r}: "
+                                       f"{problem}; nothing was withdrawn")
+                kb.audit_refused("withdraw-signature", key.name, key.key_id, body.id, error)
+                state.metrics.auth_failures.labels("403").inc()
+                return error_body(403, str(error))
+            upto = state.keys.withdraw_signature(body.publisher, body.id, body.up_to_version,
+                                                 by=f"{body.publisher} (via {key.name})")
+            record = kb.store.document(body.id)
+            signed = json.loads(record["signed"]) if record and record["signed"] else None
+            deleted = signed is not None and signed["publisher"] == body.publisher \
+                and signed["version"] <= upto
+            if deleted:
+                kb.delete(body.id, by=key.name, reason=f"publisher {body.publisher} withdrew "
+                                                       f"its signature up to version {upto}")
+        return {"publisher": body.publisher, "id": body.id, "withdrawn_up_to": upto,
+                "deleted": deleted}
 
     @app.get("/v1/quarantine", response_model=m.QuarantineList, tags=["quarantine"],
              responses=_errors(400, 401, 403, 422))

@@ -110,8 +110,11 @@ class ProvenanceOut(BaseModel):
 
 class IngestResponse(BaseModel):
     """``duplicates``: this writer's own documents each skipped one has the text of
-    (``{"id", "same_text_as", "state"}``). ``displaced``: ids a verified signed record took
-    over from a less trusted document (moved aside: deleted or discarded, audited)."""
+    (``{"id", "same_text_as", "state"}``), or the stored signed record a relay posted again.
+    ``displaced``: ids a verified signed record took over from a less trusted stored document
+    or the writer's own held one (moved aside: deleted or discarded, audited). Another
+    writer's held document of an id this batch writes is set aside without being listed: the
+    quarantine is not shown to other writers."""
 
     batch_id: int | None
     writer: str
@@ -160,6 +163,34 @@ class DeletedOut(BaseModel):
     signature_withdrawn_up_to: int | None = None
 
 
+class WithdrawalIn(Strict):
+    """A publisher's signed withdrawal of its records of one id, up to a version: made with
+    `trishield keys sign-withdrawal`; any writer may relay it."""
+
+    publisher: str = Field(min_length=1, max_length=64)
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    up_to_version: int = Field(ge=1, le=MAX_VERSION)
+    issued_at: int = Field(ge=0, le=MAX_ISSUED_AT)
+    signature: str = Field(min_length=1, max_length=200,
+                           description="base64 Ed25519 signature of 'trishield-withdrawal-v1\\n'"
+                                       " + canonical JSON of id, issued_at, up_to_version.")
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_document_id(value)
+
+
+class WithdrawalOut(BaseModel):
+    """``deleted``: whether the stored document carried one of the withdrawn records (it is
+    then deleted, kept as a tombstone)."""
+
+    publisher: str
+    id: str
+    withdrawn_up_to: int
+    deleted: bool
+
+
 class QuarantinedOut(BaseModel):
     id: str
     title: str
@@ -194,7 +225,7 @@ class ReleaseResponse(BaseModel):
 
 class SearchRequest(Strict):
     query: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
-    backend: Backend = "dense"
+    backend: Backend = "hybrid"
     k: int = Field(5, ge=1, le=100)
 
 

@@ -52,7 +52,7 @@ def evaluation_questions() -> list[tuple[str, str]]:
 
 
 def _first_chunks(documents: Sequence[Document]) -> list[tuple[str, str]]:
-    chunking = ChunkingConfig()
+    chunking = ChunkingConfig(strategy="window")
     return [(f"{d.id}#0", chunk_document(d, chunking)[0].text) for d in documents]
 
 

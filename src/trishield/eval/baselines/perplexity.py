@@ -287,7 +287,7 @@ def clean_passages(count: int, *, seed: int = 0, skip: int = 0,
     a held-out check the next ones.
     """
     pool: list[tuple[str, str]] = []
-    chunking = ChunkingConfig()
+    chunking = ChunkingConfig(strategy="window")
     for corpus in corpora:
         for document in load_named(corpus):
             first = chunk_document(document, chunking)[0]

@@ -1,0 +1,89 @@
+"""What may be a claim in Ring 3's weighing: answers of the asked kind, not sentences or dumps.
+
+Ring 3 groups the readers' answers into claims and weighs claims by their evidence. Three
+things that are not answers were weighed as if they were, and outweighed right answers:
+
+* the extractive member's whole sentence, read as a rival claim: on a SQuAD slice its
+  "The Broncos took an early lead..." outvoted the models' "Stanford University";
+* a hex dump that a passage holds verbatim ("00000020 00 05 64 69 ...", from a PDF page),
+  which outweighed "50", stated by the context and given by two of three members;
+* a passage's title, or a phrase that only restates the question.
+
+The rules here keep the weighing to answers: a sentence is a witness for the model answer it
+contains (:func:`as_witnesses`), a dump is never a claim (:func:`is_dump`), and where claims
+compete only those of the asked kind take part (:func:`answers_as_asked`). Poisons state an
+answer of the asked kind, so none of this lets a poison through: it only stops non-answers
+from standing against answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from trishield.answers import (
+    contains_answer,
+    is_bare_polar,
+    normalize_answer,
+    own_terms,
+    same_answer,
+)
+from trishield.rings.claims import answer_type, spans_in
+from trishield.rings.questions import asks_yes_or_no
+
+if TYPE_CHECKING:
+    from trishield.rings.consensus import Vote
+
+
+def as_witnesses(votes: Sequence[Vote], question: str) -> list[Vote]:
+    """The votes as the weighing reads them: a sentence from a reader that only picks
+    sentences (the extractive member, ``llm`` false) counts for the model answer it contains,
+    and sits out when it contains none. Read as a claim of its own, a whole sentence ("The
+    Broncos took an early lead...") was a rival that outvoted the models' right answer
+    ("Stanford University") by the weight of its passage. Alone (no model answered), the
+    sentence stays the answer, as before."""
+    answered = [v for v in votes if v.llm and not v.refused]
+    if not answered:
+        return list(votes)
+    read = []
+    for vote in votes:
+        if vote.llm or vote.refused:
+            read.append(vote)
+            continue
+        held = next((v.answer for v in answered if contains_answer(vote.answer, v.answer)
+                     or same_answer(v.answer, vote.answer, question)), None)
+        read.append(replace(vote, answer=held) if held is not None
+                    else replace(vote, refused=True))
+    return read
+
+
+_DUMP_TOKEN = re.compile(r"(?:0x)?[0-9A-Fa-f]{2,16}[:.,]?|[|.*]+")
+
+
+def is_dump(answer: str) -> bool:
+    """A run of hex or number tokens (a hex dump, a table of offsets): never an answer, even
+    when a passage holds it verbatim. Six tokens or more, four in five of them dump-like and
+    without a letter-only word among them."""
+    tokens = answer.split()
+    if len(tokens) < 6:
+        return False
+    dumpish = sum(1 for token in tokens if _DUMP_TOKEN.fullmatch(token)
+                  and not token.isalpha())
+    return dumpish >= 0.8 * len(tokens)
+
+
+def answers_as_asked(answer: str, question: str, titles: Collection[str] = ()) -> bool:
+    """Whether ``answer`` is an answer of the kind the question asks for: a number for "how
+    many", a date for "when", else a phrase adding a content word to the question; a bare
+    yes/no to a yes/no question. A passage's title is no answer (a heading restates what the
+    passage is about)."""
+    if is_bare_polar(answer):
+        return asks_yes_or_no(question)
+    if normalize_answer(answer) in titles:
+        return False
+    kind = answer_type(question)
+    if kind in ("number", "date") and not spans_in(" ".join(answer.split()), kind):
+        return False
+    return bool(own_terms(answer, question))

@@ -1,0 +1,91 @@
+"""What may be a claim in Ring 3's weighing: answers of the asked kind, not an extractive
+member's sentence, a hex dump or a title (rings/claim_rules.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trishield.llm.base import ReaderAnswer
+from trishield.llm.extractive import ExtractiveReader
+from trishield.rings.claim_rules import answers_as_asked, is_dump
+from trishield.rings.consensus import Consensus, ConsensusConfig
+from trishield.stages import ContextPassage
+
+
+class ScriptedModelReader:
+    """Test double for an LLM panel member (a model call we do not pay for here): answers
+    ``reply`` whatever it is shown, as a model member (``uses_llm``) whose vote is weighed."""
+
+    vendor, uses_llm = "test double", True
+
+    def __init__(self, reply: str, name: str) -> None:
+        self.reply, self.name = reply, name
+
+    def answer(self, question: str, passages: Sequence[tuple[str, str]]) -> ReaderAnswer:
+        return ReaderAnswer(text=self.reply, citations=[], refused=False, raw=self.reply,
+                            prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False,
+                            model=self.name)
+
+
+HEX = "00000020 00 05 64 69 7f 3a 9c e1 00 00 00 20 00000030 01 04 6d 61 78"
+
+
+def test_a_hex_dump_is_never_an_answer() -> None:
+    assert is_dump(HEX)
+    assert not is_dump("50")
+    assert not is_dump("RFC 2045 section 6.8 defines the base64 alphabet")
+    assert not is_dump("-p port")
+
+
+def test_answers_of_the_asked_kind() -> None:
+    question = "How many entries may the table hold at most?"
+    assert answers_as_asked("50", question)
+    assert answers_as_asked("fifty entries", question)
+    assert not answers_as_asked("the table entries", question)  # no number, only an echo
+    assert not answers_as_asked("Table limits", "What limits the table?", {"table limits"})
+    assert answers_as_asked("No", "Is the table unbounded?")
+    assert not answers_as_asked("No", "Which table is unbounded?")
+
+
+def _passage(pid: str, text: str, *, writer: str, tier: str = "trusted",
+             title: str = "") -> ContextPassage:
+    return ContextPassage(pid, pid.split("#")[0], tier, 1.0, text, writer, title)
+
+
+def test_a_majority_answer_stated_by_the_context_is_not_overturned_by_a_dump() -> None:
+    question = "How many entries may the ASN.1 table hold at most?"
+    passages = [
+        _passage("manual:p3#0", "The ASN.1 table may hold at most 50 entries; more are "
+                 "refused with an error.", writer="libtasn1", tier="neutral"),
+        *[_passage(f"dump{i}:p{i}#0", f"ASN.1 table entries dump {HEX}", writer=f"w{i}")
+          for i in range(3)],
+    ]
+    panel = [ScriptedModelReader("50", "model-a"), ScriptedModelReader(HEX, "model-b"),
+             ScriptedModelReader("50", "model-c")]
+    result = Consensus(panel, ConsensusConfig(retry=False)).decide(question, passages)
+    assert (result.answer, result.refused) == ("50", False), result.reason
+
+
+def test_an_extractive_sentence_is_a_witness_not_a_rival() -> None:
+    question = "Which university did the Broncos' quarterback attend?"
+    passages = [
+        _passage("game#0", "The Broncos took an early lead. The Broncos quarterback attended "
+                 "the opening ceremony at the university stadium.", writer="wiki"),
+        _passage("bio#0", "Before the draft the Broncos quarterback studied at Stanford "
+                 "University.", writer="forum", tier="neutral"),
+    ]
+    extractive = ExtractiveReader()
+    alone = extractive.answer(question, [(p.id, p.text) for p in passages])
+    assert "Stanford" not in alone.text  # the extractive reader picks the other sentence
+    panel = [ScriptedModelReader("Stanford University", "model-a"), extractive]
+    result = Consensus(panel, ConsensusConfig(retry=False)).decide(question, passages)
+    assert (result.answer, result.refused) == ("Stanford University", False), result.reason
+
+
+def test_an_extractive_sentence_alone_is_still_the_answer() -> None:
+    question = "How long is the refund window?"
+    passages = [_passage("policy#0", "The refund window is 30 days from delivery.",
+                         writer="policy")]
+    result = Consensus([ExtractiveReader()], ConsensusConfig(retry=False)).decide(
+        question, passages)
+    assert not result.refused and "30 days" in (result.answer or "")
