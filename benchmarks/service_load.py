@@ -64,6 +64,9 @@ def _start_server(kb_dir: Path, max_asks: int,
     process = subprocess.Popen(
         [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(kb_dir), "--port",
          str(port), "--no-cache", "--max-concurrent-asks", str(max_asks), "--workers", "16",
+         # one key plays every client here: this measures capacity, not the share of a key
+         # among others (benchmarks/service_hostile.py does), so the key may queue them all
+         "--asks-per-key", "1000", "--searches-per-key", "1000", "--ask-queue", "1000",
          "--log-level", "warning", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=dict(os.environ, HF_HUB_OFFLINE="1"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -11,7 +12,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -64,11 +67,78 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _open_files_limit(limit: int) -> Callable[[], None]:
+    """Run in the child before ``exec``: its soft and hard limits on open files."""
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return apply
+
+
+class SlowOpenAIServer:
+    """Test double of a paid chat API: a real HTTP server on 127.0.0.1 that speaks OpenAI's
+    chat-completions protocol and answers every request with ``text`` after ``delay``
+    seconds, the way a busy remote model keeps an ask waiting."""
+
+    def __init__(self, text: str = "30 days", delay: float = 1.0):
+        self.calls = 0
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                double.calls += 1
+                time.sleep(delay)
+                body = json.dumps({
+                    "id": "chatcmpl-1", "object": "chat.completion", "model": "slow",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 2,
+                              "total_tokens": 12}}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def config(self) -> str:
+        """A config file whose whole panel is this server (no second reader, Ring 3 always
+        asks it)."""
+        return ("[ring3]\ngate = \"always\"\n[panel]\nmembers = []\nsecond_reader = \"none\"\n"
+                f"[[panel.remote]]\nkind = \"openai\"\nname = \"slow\"\nmodel = \"slow\"\n"
+                f"base_url = \"{self.url}\"\nmax_retries = 0\ntimeout = 120\n")
+
+    def __enter__(self) -> SlowOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 class ServerProcess:
     """``trishield serve`` as a real subprocess on a free loopback port."""
 
     def __init__(self, kb_dir: Path, *, fault: str | None = None, extra: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, max_open_files: int | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environment = dict(os.environ)
@@ -79,7 +149,8 @@ class ServerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(kb_dir), "--port",
              str(self.port), "--log-level", "warning", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment, text=True,
+            preexec_fn=None if max_open_files is None else _open_files_limit(max_open_files))
         self.stderr: list[str] = []
         self._fault_seen = threading.Event()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)

@@ -8,7 +8,6 @@ import gc
 from pathlib import Path
 
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service_support import copy_kb
@@ -40,12 +39,14 @@ def test_serve_freezes_after_warm_up_and_before_the_port_opens(
     kb_dir = copy_kb(demo_kb_template, tmp_path / "kb")
     seen: dict[str, int] = {}
 
-    def listen(app: FastAPI, **options: object) -> None:  # the port would open here
+    def listen(self: server.GuardedServer, sockets: object = None) -> None:
+        """Where the port would open; start-up and shut-down close the runtime's handles."""
         seen["frozen"] = gc.get_freeze_count()
-        with TestClient(app):  # start-up and shut-down: the runtime closes its handles
+        with TestClient(self.config.app):
             pass
+        self.started = True
 
-    monkeypatch.setattr(server.uvicorn, "run", listen)
+    monkeypatch.setattr(server.GuardedServer, "run", listen)
     gc.unfreeze()
     try:
         server.serve(ServiceConfig(kb_dir=kb_dir), host="127.0.0.1", port=0)

@@ -413,6 +413,24 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint:
 @click.option("--write-time-limit", type=click.FloatRange(1, 86400), default=600.0,
               show_default=True, help="Seconds after which an ingest stops embedding and "
                                       "gets 503 (nothing written).")
+@click.option("--max-connections", type=click.IntRange(16, 100_000),
+              help="Open connections at most (default: [service] max_connections, 8192; "
+                   "lowered to what the open files limit allows).")
+@click.option("--header-timeout", type=click.FloatRange(0, 3600, min_open=True),
+              help="Seconds a connection has to send its request head (default: [service] "
+                   "header_timeout_s, 10).")
+@click.option("--body-timeout", type=click.FloatRange(0, 86400, min_open=True),
+              help="Seconds a request has to send its body (default: [service] "
+                   "body_timeout_s, 60).")
+@click.option("--asks-per-key", type=click.IntRange(1, 1000),
+              help="Asks one API key may have running or waiting; more get 429 (default: "
+                   "[service] asks_per_key, 4).")
+@click.option("--searches-per-key", type=click.IntRange(1, 1000),
+              help="Searches one API key may have in progress; more get 429 (default: "
+                   "[service] searches_per_key, 16).")
+@click.option("--ask-queue", type=click.IntRange(0, 10_000),
+              help="Asks that may wait for a slot, all keys together; more get 503 (default: "
+                   "[service] ask_queue, 32).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info",
                                                 "debug"]), default="info", show_default=True)
 @click.option("--otel", type=click.Choice(["off", "console", "otlp"], case_sensitive=False),
@@ -424,8 +442,14 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_concurrent_asks: int, panel_option: str | None,
           second_reader_option: str | None, allow_members: str | None,
           no_cache: bool, write_backlog: int, lock_timeout: float, write_time_limit: float,
+          max_connections: int | None, header_timeout: float | None,
+          body_timeout: float | None, asks_per_key: int | None,
+          searches_per_key: int | None, ask_queue: int | None,
           log_level: str, otel: str, config_file: Path | None) -> None:
-    """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing)."""
+    """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing).
+
+    Connection and per-key limits come from the config file's [service] section, each
+    overridden by its flag (docs/service.md, "Limits")."""
     from dataclasses import replace
 
     from trishield.llm.panel import parse_panel_option, second_reader_choice
@@ -439,6 +463,10 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
     settings = replace(settings, second_reader=second_reader_choice(
         second_reader_option, panel_given=bool(panel_option),
         configured=settings.second_reader))
+    limits = {"max_connections": max_connections, "header_timeout_s": header_timeout,
+              "body_timeout_s": body_timeout, "asks_per_key": asks_per_key,
+              "searches_per_key": searches_per_key, "ask_queue": ask_queue}
+    settings = settings.with_service(**{k: v for k, v in limits.items() if v is not None})
     allowed = tuple(parse_panel_option(allow_members)) if allow_members else None
     run_server(ServiceConfig(kb_dir=kb_dir, settings=settings, max_body_bytes=max_body_bytes,
                              workers=workers, max_concurrent_asks=max_concurrent_asks,

@@ -24,6 +24,10 @@ Example (every key optional)::
     [[panel.remote]]          # appended members: OpenAI-compatible, Anthropic or Ollama
     kind = "ollama"
     model = "llama3.2"
+    [service]                 # `trishield serve` only (docs/service.md, "Limits")
+    max_connections = 8192
+    header_timeout_s = 10.0
+    asks_per_key = 4
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BeforeValidator, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic.dataclasses import dataclass as config_dataclass
 
 from trishield.errors import InputError
@@ -46,7 +50,7 @@ from trishield.rings.consensus import ConsensusConfig
 from trishield.rings.ingest_guard import GuardConfig
 from trishield.rings.retrieval_scorer import ScorerConfig
 
-SECTIONS = ("retrieval", "ring1", "ring2", "ring3", "panel")
+SECTIONS = ("retrieval", "ring1", "ring2", "ring3", "panel", "service")
 RETRIEVAL_KEYS = ("pool", "context")
 """Ring 2's keys shown under ``[retrieval]``; the others are shown under ``[ring2]``. Either
 section accepts any of them, as it always has."""
@@ -85,6 +89,34 @@ class PipelineConfig:
 
 
 @config_dataclass(frozen=True, config=CONFIG)
+class ServiceLimits:
+    """What one client may hold of a ``trishield serve`` process (``[service]``; each also a
+    ``serve`` flag). Why each exists is in docs/service.md, "Limits": a connection that sends
+    nothing, or its request a byte at a time, holds a file descriptor, and one key's queue of
+    asks must not become everyone's wait."""
+
+    max_connections: Annotated[int, Field(ge=16, le=100_000)] = 8192
+    """Open connections at most; lowered at start to what the process's file descriptor limit
+    leaves. At the bound the connection that has waited longest for its request head is
+    closed to make room; if every connection is busy with a request, the new one gets 503."""
+    header_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    """Seconds a connection has to send a complete request head (from its opening, or from
+    the end of its previous response); then it is closed."""
+    body_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
+    """Seconds a request has to send its whole body after its head; then it is closed."""
+    keep_alive_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    """Seconds an idle connection is kept open between requests."""
+    asks_per_key: Annotated[int, Field(ge=1, le=1000)] = 4
+    """Asks one API key may have admitted at once (running or waiting for a slot); more get
+    429 with ``Retry-After``."""
+    searches_per_key: Annotated[int, Field(ge=1, le=1000)] = 16
+    """Searches one API key may have in progress at once; more get 429 at once."""
+    ask_queue: Annotated[int, Field(ge=0, le=10_000)] = 32
+    """Asks that may wait for a slot, all keys together; more get 503 with ``Retry-After``.
+    Waiting asks take their turns key by key (round robin), not first come first served."""
+
+
+@config_dataclass(frozen=True, config=CONFIG)
 class Settings:
     """The pipeline's configuration and the Ring 3 panel (members in order)."""
 
@@ -93,6 +125,7 @@ class Settings:
     second_reader: str | None = DEFAULT_SECOND_READER
     """Ring 3's second reader (``[panel] second_reader``, ``"none"`` for none), asked only when
     the panel's answer is in no passage (docs/design.md, "The second reader")."""
+    service: ServiceLimits = field(default_factory=ServiceLimits)
 
     @field_validator("panel")
     @classmethod
@@ -106,7 +139,8 @@ class Settings:
     def as_dict(self) -> dict[str, Any]:
         return {"pipeline": dataclasses.asdict(self.pipeline),
                 "panel": [m if isinstance(m, str) else dict(m) for m in self.panel],
-                "second_reader": self.second_reader or NO_SECOND_READER}
+                "second_reader": self.second_reader or NO_SECOND_READER,
+                "service": dataclasses.asdict(self.service)}
 
     def with_overrides(self, *, backend: str | None = None, gate: str | None = None,
                        panel: Sequence[MemberSpec] | None = None) -> Settings:
@@ -116,6 +150,12 @@ class Settings:
         if panel is None:
             return replace(self, pipeline=pipeline)
         return _validated(lambda: replace(self, pipeline=pipeline, panel=tuple(panel)), "")
+
+    def with_service(self, **limits: Any) -> Settings:
+        """These settings with ``[service]`` limits replaced (``trishield serve`` flags),
+        validated like the file."""
+        return _validated(lambda: replace(self, service=replace(self.service, **limits)),
+                          "service", ServiceLimits)
 
 
 # -- validation errors, told in the file's terms ------------------------------------------------
@@ -281,8 +321,9 @@ def settings_from_dict(raw: Mapping[str, Any]) -> Settings:
         backend=backend, guard=guard, scorer=scorer, consensus=consensus), "retrieval")
     panel = _panel(raw.get("panel", {}))
     second = _second_reader(raw.get("panel", {}))
-    return _validated(lambda: Settings(pipeline=pipeline, panel=panel, second_reader=second),
-                      "panel")
+    service = _build(ServiceLimits, raw.get("service", {}), "service")
+    return _validated(lambda: Settings(pipeline=pipeline, panel=panel, second_reader=second,
+                                       service=service), "panel")
 
 
 def load_settings(path: str | Path | None) -> Settings:

@@ -59,4 +59,5 @@ def to_toml(settings: Settings, *, source: str | None = None) -> str:
                                  "second_reader": settings.second_reader or "none"})]
     for remote in (m for m in settings.panel if not isinstance(m, str)):
         lines += ["", *_table("[[panel.remote]]", remote)]
+    lines += ["", *_table("[service]", asdict(settings.service))]
     return "\n".join(lines) + "\n"

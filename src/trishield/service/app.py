@@ -1,7 +1,9 @@
 """The ASGI app: the HTTP API over one knowledge base, its metrics and the trace viewer.
 
 Routes are plain (synchronous) functions, so FastAPI runs them in its thread pool and the
-event loop stays free; :mod:`trishield.service.runtime` bounds what runs at once. Routes that
+event loop stays free; :mod:`trishield.service.runtime` bounds what runs at once. The ask is
+the exception: it waits for its slot on the event loop and runs on the ask threads
+(:mod:`trishield.service.fairness`), so queued asks never hold the pool's threads. Routes that
 write are coroutines that run the route on the writer thread (``state.writes.serialised``).
 The OpenAPI document is at ``/openapi.json``, a script-free reference page rendered from it at
 ``/docs`` (:mod:`trishield.service.docs_page` says why not Swagger UI), the viewer at
@@ -25,7 +27,6 @@ from trishield import __version__
 from trishield.errors import ForbiddenError, InputError, NotFoundError
 from trishield.kb import Document, content_hash
 from trishield.kb.loaders import validate_document
-from trishield.llm.base import Reader
 from trishield.provenance.keys import ApiKey, Role
 from trishield.provenance.signing import (
     ProvenanceClaim,
@@ -37,6 +38,7 @@ from trishield.rings.ingest_guard import IngestGuard
 from trishield.service import docs_page, stream
 from trishield.service import models as m
 from trishield.service.auth import bearer_scheme, require
+from trishield.service.fairness import Slot
 from trishield.service.http import BodyGuard, Instrumentation, error_body, install_error_handlers
 from trishield.service.runtime import QUERY_BODY_BYTES, Runtime, ServiceConfig
 from trishield.service.stream import Fanout
@@ -292,10 +294,11 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             return _closed(kb.discard(doc_id, by=key.name, reason=reason))
 
     @app.post("/v1/search", response_model=m.SearchResponse, tags=["ask"],
-              responses=common | _errors(503))
+              responses=common | _errors(429, 503))
     def search(body: m.SearchRequest, key: ApiKey = reader) -> dict[str, Any]:
-        """The top-k chunks (no rings), with tier, writer and provenance."""
-        with state.reader() as kb:
+        """The top-k chunks (no rings), with tier, writer and provenance; each key has a share
+        of searches in progress, beyond it 429 with ``Retry-After``."""
+        with state.searching(key.key_id), state.reader() as kb:
             candidates = kb.search(body.query, backend=body.backend, k=body.k)
         state.metrics.queries.labels("search", "-").inc()
         return {"query": body.query, "backend": body.backend, "k": body.k,
@@ -303,31 +306,39 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
 
     @app.post("/v1/ask", response_model=m.AskResponse, response_model_exclude_unset=True,
               tags=["ask"],
-              responses=_errors(400, 401, 403, 413, 415, 422, 503) | {200: {
+              responses=_errors(400, 401, 403, 413, 415, 422, 429, 503) | {200: {
                   "description": "The answer and its trace; with `stream: true`, the same as "
                                  "server-sent events (`stage`..., `answer`, `trace`; or "
                                  "`error`)",
                   "content": {stream.MEDIA_TYPE: {"schema": {"type": "string"}}}}})
-    def ask(body: m.AskRequest, key: ApiKey = reader) -> Any:
+    async def ask(body: m.AskRequest, key: ApiKey = reader) -> Any:
         """An answer or a refusal, its citations and the trace of every ring's decision
-        (streamed as each ring decides with ``stream: true``)."""
-        panel = state.panel(body.panel)
+        (streamed as each ring decides with ``stream: true``). Each key has a share of the
+        ask slots: beyond it 429 with ``Retry-After``."""
+        slot = await state.admit_ask(key.key_id)  # waits on the loop, not on a thread
         observers = state.observers(key.key_id)
         if body.stream:
-            return _stream(body, panel, observers)
-        with state.ask_slot(), state.reader() as kb:
+            return await state.asks.run(slot, lambda: _stream(body, observers, slot),
+                                        keep=True)
+        return await state.asks.run(slot, lambda: _answer(body, observers))
+
+    def _answer(body: m.AskRequest, observers: list[SpanObserver]) -> dict[str, Any]:
+        panel = state.panel(body.panel)
+        with state.asking(), state.reader() as kb:
             answer = state.pipeline(kb, panel, body.backend, body.gate, body.defense,
                                     own_panel=body.panel is not None).ask(
                 body.question, observer=Fanout(observers) if observers else None)
         state.metrics.record_answer(body.defense, answer)
         return answer.as_dict()
 
-    def _stream(body: m.AskRequest, panel: list[Reader],
-                observers: list[SpanObserver]) -> StreamingResponse:
+    def _stream(body: m.AskRequest, observers: list[SpanObserver],
+                slot: Slot) -> StreamingResponse:
         resources = ExitStack()
         with ExitStack() as on_failure:
             on_failure.push(resources)  # released here unless the stream takes them over
-            resources.enter_context(state.ask_slot())
+            resources.callback(slot.release)
+            panel = state.panel(body.panel)
+            resources.enter_context(state.asking())
             kb = resources.enter_context(state.reader())
             pipeline = state.pipeline(kb, panel, body.backend, body.gate, body.defense,
                                       own_panel=body.panel is not None)

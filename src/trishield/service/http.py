@@ -41,6 +41,7 @@ from trishield.errors import (
     StorageFullError,
     TriShieldError,
 )
+from trishield.service.fairness import KeyOverShare
 from trishield.service.metrics import ServiceMetrics
 
 log = logging.getLogger("trishield.service")
@@ -255,6 +256,8 @@ def trishield_error_response(error: TriShieldError) -> JSONResponse:
         return error_body(409, str(error))
     if isinstance(error, InputError):
         return error_body(422, str(error))
+    if isinstance(error, KeyOverShare):
+        return error_body(429, str(error), headers={"Retry-After": str(error.retry_after)})
     if isinstance(error, BusyError):
         log.warning("busy: %s", error)
         return error_body(503, f"the knowledge base is busy: {error}",

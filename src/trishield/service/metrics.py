@@ -49,6 +49,25 @@ class ServiceMetrics:
                                      ["status"], registry=r)
         self.asks_in_flight = Gauge("trishield_asks_in_flight",
                                     "Asks inside the pipeline now", registry=r)
+        self.asks_refused = Counter("trishield_asks_refused",
+                                    "Asks refused before they ran: key_share (429, the key "
+                                    "had its share admitted), busy (503, queue full or wait "
+                                    "over)", ["reason"], registry=r)
+        self.searches_refused = Counter("trishield_searches_refused",
+                                        "Searches refused (429) because the key had its "
+                                        "share in progress", registry=r)
+        self.connections_open = Gauge("trishield_connections_open",
+                                      "HTTP connections open now", registry=r)
+        self.connections_limit = Gauge("trishield_connections_limit",
+                                       "The most HTTP connections held open at once",
+                                       registry=r)
+        self.connections_closed = Counter(
+            "trishield_connections_closed", "Connections the server closed on its own: "
+            "header_timeout, body_timeout, evicted (oldest idle one, at the limit), refused "
+            "(503: at the limit and none idle)", ["reason"], registry=r)
+        self.accept_errors = Counter("trishield_accept_errors",
+                                     "Connections the operating system could not accept "
+                                     "(out of file descriptors or memory)", registry=r)
 
     def record_answer(self, defense: str, answer: Answer) -> None:
         """Count one ask's outcome from its trace."""

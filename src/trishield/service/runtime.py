@@ -14,9 +14,13 @@ Concurrency model (and why):
 * Asks are bounded by ``max_concurrent_asks`` (default 2, the cores of the target machine):
   panel members are CPU-bound llama.cpp calls, and each local model already answers one
   prompt at a time, so more parallel asks would only queue inside the models and add memory.
-  Searches are not bounded beyond the pool: they cost milliseconds. A request that cannot get
-  a handle or an ask slot within ``read_wait_s`` gets 503 + ``Retry-After``, so waiting
-  requests cannot pile up on the request threads.
+  They wait for their slot on the event loop and run on threads of their own, shared between
+  API keys in turn (:mod:`trishield.service.fairness`: ``asks_per_key``, ``ask_queue``), so a
+  queue of one key's asks never holds the request threads that cheap requests need.
+  Searches cost milliseconds: they are not queued, but one key may have at most
+  ``searches_per_key`` in flight (429 beyond), so a burst cannot fill the request threads
+  either. A request that cannot get
+  a handle or an ask slot within ``read_wait_s`` gets 503 + ``Retry-After``.
 * ``/healthz`` runs on a thread and a KB handle of its own: it answers whatever the other
   requests are doing.
 * A KB directory that cannot be written is served read-only: reads work, writes get 503.
@@ -43,6 +47,7 @@ from trishield.llm.panel import EXTRACTIVE, MemberSpec, build_reader
 from trishield.pipeline import Pipeline
 from trishield.provenance.keys import KeyStore
 from trishield.rings.analysis import DEFAULT_ANALYSER
+from trishield.service.fairness import AskGate, KeyOverShare, KeyShare, Slot
 from trishield.service.metrics import ServiceMetrics
 from trishield.service.writes import WriteQueue
 from trishield.settings import Settings
@@ -143,7 +148,10 @@ class Runtime:
         self._health_kb = KnowledgeBase.open(config.kb_dir, read_only=True)
         self._health_thread = ThreadPoolExecutor(max_workers=1,
                                                  thread_name_prefix="trishield-health")
-        self._asks = threading.BoundedSemaphore(config.max_concurrent_asks)
+        limits = config.settings.service
+        self.asks = AskGate(slots=config.max_concurrent_asks, per_key=limits.asks_per_key,
+                            queue_limit=limits.ask_queue, wait_s=config.read_wait_s)
+        self._searches = KeyShare(limits.searches_per_key, "searches")
         self._cache = ResponseCache() if config.use_cache else None
         self._readers: dict[str, Reader] = {}
         self._readers_lock = threading.Lock()
@@ -163,6 +171,7 @@ class Runtime:
         if self.telemetry is not None:
             self.telemetry.shutdown()
         self.writes.close()
+        self.asks.close()
         self._health_thread.shutdown(wait=True, cancel_futures=True)
         self.writer.close()
         self._health_kb.close()
@@ -214,19 +223,36 @@ class Runtime:
         with self._write_lock:
             yield self.writer
 
-    @contextmanager
-    def ask_slot(self) -> Iterator[None]:
-        if not self._asks.acquire(timeout=self.config.read_wait_s):
-            raise BusyError(f"{self.config.max_concurrent_asks} asks stayed in progress for "
-                            f"{self.config.read_wait_s:g} s; retry later", retry_after=10)
+    async def admit_ask(self, key_id: str) -> Slot:
+        """A slot for one ask of ``key_id`` (waiting on the event loop, not on a thread);
+        refusals are counted by reason."""
         try:
-            self.metrics.asks_in_flight.inc()
-            try:
+            return await self.asks.admit(key_id)
+        except KeyOverShare:
+            self.metrics.asks_refused.labels("key_share").inc()
+            raise
+        except BusyError:
+            self.metrics.asks_refused.labels("busy").inc()
+            raise
+
+    @contextmanager
+    def searching(self, key_id: str) -> Iterator[None]:
+        """One search of ``key_id`` within its share (429 beyond it, counted)."""
+        try:
+            with self._searches.held(key_id):
                 yield
-            finally:
-                self.metrics.asks_in_flight.dec()
+        except KeyOverShare:
+            self.metrics.searches_refused.inc()
+            raise
+
+    @contextmanager
+    def asking(self) -> Iterator[None]:
+        """Counts one ask inside the pipeline in ``/metrics``."""
+        self.metrics.asks_in_flight.inc()
+        try:
+            yield
         finally:
-            self._asks.release()
+            self.metrics.asks_in_flight.dec()
 
     def panel(self, names: Sequence[str] | None) -> list[Reader]:
         """Readers for ``names`` (default: the configured panel), each built once and shared:

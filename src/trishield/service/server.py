@@ -3,17 +3,30 @@
 One process on purpose: the panel's models are loaded once per process (hundreds of MB each)
 and the KB's indexes live in its memory, so horizontal scaling is by more machines, not more
 workers on one. The embedder and indexes are loaded before the port opens, so ``/healthz``
-answering means requests will be served at full speed.
+answering means requests will be served at full speed. Connections are bounded in number and
+time (:mod:`trishield.service.connections`), before the file descriptors run out.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import uvicorn
 from rich.console import Console
 
 from trishield.service.app import create_app
+from trishield.service.connections import (
+    ConnectionGuard,
+    GuardedServer,
+    connection_bound,
+    guarded_protocol,
+    listen_backlog,
+    raise_descriptor_limit,
+)
 from trishield.service.runtime import Runtime, ServiceConfig, freeze_startup_heap
 
+STARTUP_FAILURE = 3
+"""The exit status when the port cannot be opened (uvicorn's own)."""
 MAX_HEADER_BYTES = 64 * 1024
 """The HTTP parser's own bound on an incomplete request head; the app refuses heads over
 16 KiB with a 431 (:class:`trishield.service.http.BodyGuard`)."""
@@ -21,19 +34,45 @@ MAX_HEADER_BYTES = 64 * 1024
 
 def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info",
           console: Console | None = None) -> None:
+    """Serve ``config`` until stopped. The connection bound is worked out from the open-files
+    limit before anything is loaded, so a limit too small fails at once."""
+    descriptors = raise_descriptor_limit()
+    backlog = listen_backlog(descriptors)
+    limits = config.settings.service
+    max_connections = connection_bound(limits.max_connections, descriptors=descriptors,
+                                       backlog=backlog, handles=config.workers + 2)
     runtime = Runtime(config)
     runtime.warm_up()
     freeze_startup_heap()  # after start-up: no full collection walks it again
     app = create_app(config, runtime=runtime)
+    guard = ConnectionGuard(max_connections=max_connections,
+                            header_timeout_s=limits.header_timeout_s,
+                            body_timeout_s=limits.body_timeout_s, metrics=runtime.metrics)
     if console is not None:
         keys = [k for k in runtime.keys.api_keys() if k.revoked_at is None]
         console.print(f"TriShield service over {config.kb_dir}: http://{host}:{port}/ "
                       f"(viewer /viewer/, OpenAPI /docs, metrics /metrics); "
                       f"{len(keys)} active API key(s)")
+        bounded = ("" if max_connections == limits.max_connections else
+                   f" (lowered from {limits.max_connections:,}: the process may open "
+                   f"{descriptors:,} files)")
+        console.print(f"limits: {max_connections:,} connections{bounded}, request head "
+                      f"within {limits.header_timeout_s:g} s, body within "
+                      f"{limits.body_timeout_s:g} s; {config.max_concurrent_asks} asks at "
+                      f"once, {limits.asks_per_key} per key, {limits.ask_queue} waiting")
         if not keys:
             console.print("[yellow]no API keys yet:[/] every /v1 request will get 401; "
                           f"create one with `trishield keys create NAME --role admin "
                           f"--kb {config.kb_dir}`")
-    uvicorn.run(app, host=host, port=port, log_level=log_level, http="h11",
-                h11_max_incomplete_event_size=MAX_HEADER_BYTES, server_header=False,
-                timeout_keep_alive=5, access_log=log_level == "debug")
+    server_config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, http=guarded_protocol(guard),
+        loop="auto",  # uvloop where installed (a dependency on Linux and macOS)
+        ws="none",  # no WebSocket routes: an upgrade would leave the connection guard's count
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES, server_header=False,
+        timeout_keep_alive=limits.keep_alive_s,  # type: ignore[arg-type]  # seconds, float
+        backlog=backlog, access_log=log_level == "debug")
+    server = GuardedServer(server_config, metrics=runtime.metrics)
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl-C again at its end
+        server.run()
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
