@@ -93,13 +93,14 @@ def test_invariants_over_many_configurations() -> None:
         for words in range(1, 8):
             for overlap in range(words):
                 document = numbered(count, seed=count * 100 + words * 10 + overlap)
-                config = ChunkingConfig(words=words, overlap=overlap)
+                config = ChunkingConfig(words=words, overlap=overlap, strategy="window")
                 check_invariants(document, config, chunk_document(document, config))
 
 
 def test_default_config_on_a_long_document() -> None:
-    config = ChunkingConfig()
-    assert config.as_dict() == {"words": 120, "overlap": 20}
+    assert ChunkingConfig().as_dict() == {"words": 120, "overlap": 20, "strategy": "sections"}
+    config = ChunkingConfig(strategy="window")
+    assert config.as_dict() == {"words": 120, "overlap": 20}  # older KBs' record
     document = numbered(1000, seed=7)
     chunks = chunk_document(document, config)
     check_invariants(document, config, chunks)
@@ -156,8 +157,10 @@ def test_invalid_configs(words: int, overlap: int, fragment: str) -> None:
 
 
 def test_boundary_configs_are_valid() -> None:
-    assert ChunkingConfig(words=1, overlap=0).as_dict() == {"words": 1, "overlap": 0}
-    assert ChunkingConfig(words=10, overlap=9).as_dict() == {"words": 10, "overlap": 9}
+    window = {"strategy": "window"}
+    assert ChunkingConfig(words=1, overlap=0, **window).as_dict() == {"words": 1, "overlap": 0}
+    assert ChunkingConfig(words=10, overlap=9, **window).as_dict() == {"words": 10,
+                                                                        "overlap": 9}
 
 
 # ---- sections: the document's own structure ------------------------------------------------
