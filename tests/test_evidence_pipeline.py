@@ -45,8 +45,8 @@ def _kb(path: Path, truth_tier: str, lie_tier: str, *, sybil: bool) -> Knowledge
     return kb
 
 
-def _ask(kb: KnowledgeBase, defense: str = "full"):
-    return build_defense(defense, kb, [ExtractiveReader()]).ask(QUESTION)
+def _ask(kb: KnowledgeBase, defense: str = "full", config=None):
+    return build_defense(defense, kb, [ExtractiveReader()], config=config).ask(QUESTION)
 
 
 @pytest.mark.parametrize("sybil", [False, True])
@@ -315,10 +315,15 @@ def test_sleepers_posting_together_are_one_source_and_the_archive_stands(
     from trishield.rings.retrieval_scorer import ScorerConfig
     from trishield.settings import PipelineConfig
 
+    # dense retrieval: its pool holds several of the five lies, so the burst is there to see
+    # (hybrid's pool holds fewer of them, and the archive stands as well)
     with _sleeper_kb(tmp_path / "kb", documents=20) as kb:
-        answer = _ask(kb)
+        hybrid = _ask(kb)
+        answer = _ask(kb, config=PipelineConfig(backend="dense"))
         apart = build_defense("full", kb, [ExtractiveReader()], config=PipelineConfig(
+            backend="dense",
             scorer=ScorerConfig(burst_window_s=0, tenure_full_s=0))).ask(QUESTION)
+    assert not hybrid.refused and "Ada Lindqvist" in hybrid.answer, hybrid.reason
     assert not answer.refused and "Ada Lindqvist" in answer.answer, answer.reason
     verdict = answer.trace.evidence.verdicts[-1]
     assert verdict.outcome == "stands" and verdict.support.sources[0].established
