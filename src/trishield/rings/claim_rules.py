@@ -64,8 +64,8 @@ _DUMP_TOKEN = re.compile(r"(?:0x)?[0-9A-Fa-f]{2,16}[:.,]?|[|.*]+")
 
 def is_dump(answer: str) -> bool:
     """A run of hex or number tokens (a hex dump, a table of offsets): never an answer, even
-    when a passage holds it verbatim. Six tokens or more, four in five of them dump-like and
-    without a letter-only word among them."""
+    when a passage holds it verbatim. Six tokens or more, four in five of them hex or number
+    tokens (a word of letters alone, even "cafe" or "dead", never counts as one)."""
     tokens = answer.split()
     if len(tokens) < 6:
         return False
