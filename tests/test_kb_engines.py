@@ -36,7 +36,9 @@ QUESTIONS = {
     "How long do I have to return a bicycle?": "refund-policy",
     "parental leave": "leave-policy",
     "What is the warranty on tents?": "warranty-policy",
-    "Who do I contact about a data breach?": "employee-handbook",
+    # (was "Who do I contact about a data breach?", which no policy states: with chunks cut
+    # by sections, dense ranks the support guide's fraud warning above the handbook)
+    "Where do I report a phishing email?": "employee-handbook",
     "expense reimbursement limit": "employee-handbook",
 }
 

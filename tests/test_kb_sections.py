@@ -30,7 +30,7 @@ def test_a_section_is_searchable_with_its_chunk(tmp_path: Path) -> None:
     with KnowledgeBase.open(tmp_path / "kb") as reopened:
         assert reopened.settings.chunking == sections
     with pytest.raises(KnowledgeBaseError, match="chunking"):
-        KnowledgeBase.open(tmp_path / "kb", chunking=ChunkingConfig()).close()
+        KnowledgeBase.open(tmp_path / "kb", chunking=ChunkingConfig(strategy="window")).close()
 
 
 def test_identifiers_and_options_are_found_by_exact_match(tmp_path: Path) -> None:
