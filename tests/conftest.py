@@ -8,14 +8,22 @@ from pathlib import Path
 import pytest
 
 from trishield.demo import DEMO_WRITER, corpus_dir
-from trishield.kb import KnowledgeBase, load_path
+from trishield.kb import ChunkingConfig, KnowledgeBase, load_path
 
 
 @pytest.fixture(scope="session")
 def demo_kb_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Northwind demo corpus embedded with all-MiniLM-L6-v2 (built once, never written)."""
+    """The Northwind demo corpus embedded with all-MiniLM-L6-v2 (built once, never written).
+
+    Cut in word windows: the rings' tests were written on them, as the PoisonedRAG matrix's
+    one-paragraph passages are. With sections (the default for new KBs, tested in
+    test_kb_sections.py, test_chunking.py and through `trishield demo`) the minutes' proposal
+    to extend the refund window to 90 days is a chunk apart from its rejection, and the
+    extractive reader answers the refund question with it (docs/answers.md, "Known
+    weaknesses")."""
     directory = tmp_path_factory.mktemp("template") / "demo-kb"
-    with KnowledgeBase.open(directory, create=True) as kb:
+    with KnowledgeBase.open(directory, create=True,
+                            chunking=ChunkingConfig(strategy="window")) as kb:
         kb.ingest(load_path(corpus_dir()).documents, tier="trusted", writer=DEMO_WRITER)
     return directory
 

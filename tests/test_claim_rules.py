@@ -89,3 +89,29 @@ def test_an_extractive_sentence_alone_is_still_the_answer() -> None:
     result = Consensus([ExtractiveReader()], ConsensusConfig(retry=False)).decide(
         question, passages)
     assert not result.refused and "30 days" in (result.answer or "")
+
+
+def test_a_heavy_sources_off_topic_sentence_does_not_outweigh_the_answers(
+        demo_kb_dir) -> None:
+    """Two neutral writers give two years for a lighthouse; the policy team's source, asked
+    on its own passages, gives its best sentence about leave. Weighed as a claim, its trusted
+    tier made it the answer (on main: "Annual leave and planned parental leave must be
+    requested..."); it is no year, so only the two years are weighed."""
+    from trishield.defenses import build_defense
+    from trishield.kb import Document, KnowledgeBase
+    from trishield.settings import PipelineConfig
+
+    question = "In which year was the Varberg lighthouse first lit?"
+    with KnowledgeBase.open(demo_kb_dir) as kb:
+        kb.ingest([Document(id="lighthouse/history", text="The Varberg lighthouse was first "
+                            "lit in 1891, and its keepers lived in the stone house.")],
+                  tier="neutral", writer="harbour-society")
+        kb.ingest([Document(id="lighthouse/guide", text="Records of the harbour board say the "
+                            "Varberg lighthouse was first lit in 1905.")],
+                  tier="neutral", writer="town-guide")
+        for backend in ("dense", "hybrid"):
+            answer = build_defense("full", kb, [ExtractiveReader()],
+                                   config=PipelineConfig(backend=backend)).ask(question)
+            weighed = {v.support.claim for v in answer.trace.evidence.verdicts}
+            assert not any("leave" in claim for claim in weighed), (backend, weighed)
+            assert answer.refused or "1891" in answer.answer or "1905" in answer.answer

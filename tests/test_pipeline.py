@@ -192,7 +192,8 @@ def test_relevance_floor_refuses_when_nothing_relevant_was_found(demo_kb_dir: Pa
 
     from trishield.rings.retrieval_scorer import ScorerConfig
 
-    config = PipelineConfig(scorer=replace(ScorerConfig(), min_relevance={"dense": 0.45}))
+    config = PipelineConfig(backend="dense",  # the floor below is on dense scores
+                            scorer=replace(ScorerConfig(), min_relevance={"dense": 0.45}))
     with KnowledgeBase.open(demo_kb_dir) as kb:
         pipeline = build_defense("full", kb, [ExtractiveReader()], config=config)
         off_topic = pipeline.ask("Who wrote the play Hamlet?")

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from trishield.answers import contains_answer, same_answer
+from trishield.answers import contains_answer, normalize_answer, same_answer
 from trishield.llm.base import Reader, ReaderAnswer
+from trishield.rings.claim_rules import answers_as_asked
 from trishield.rings.consensus import (
     Consensus,
     ConsensusConfig,
@@ -197,6 +198,7 @@ class PanelConsensus:
                 claims[stated[0]].extend(source.members)
             elif not stated:
                 unheard.append(source)
+        claims = answers_only(claims, question, evidence)
         if not claims:
             why = "every source declined"
             if distrusted:
@@ -248,6 +250,22 @@ class PanelConsensus:
             run.calls.extend(vote_call(vote) for vote in round_.votes)
         citations = sorted({p.doc_id for p in context if p.id in set(result.support)})
         return Outcome(result.answer, result.refused, result.reason, citations)
+
+
+def answers_only(claims: dict[str, list[int]], question: str,
+                 evidence: Evidence) -> dict[str, list[int]]:
+    """The sources' claims that take part in the weighing: where several compete, only
+    answers of the asked kind (:func:`~trishield.rings.claim_rules.answers_as_asked`). A
+    heavy source asked on its own passages answers with whatever they hold (the extractive
+    reader's best sentence about leave for a lighthouse's year), and its tier outweighed the
+    sources that did answer; such a claim is neither an answer nor a refusal, so it is
+    dropped, not counted as silence."""
+    if len(claims) < 2:
+        return claims
+    titles = {normalize_answer(item.title) for item in evidence.items if item.title}
+    typed = {label: members for label, members in claims.items()
+             if answers_as_asked(label, question, titles)}
+    return typed or claims
 
 
 def unread_support(evidence: Evidence, result: ConsensusResult,
