@@ -28,7 +28,7 @@ from trishield.eval.poisonedrag import PoisonedRAGOptions, run_poisonedrag
 from trishield.eval.poisonedrag.defenses import DEFENSES, validate
 from trishield.eval.poisonedrag.plan import Block, full_plan
 from trishield.eval.poisonedrag.render import headline_rows
-from trishield.llm.panel import DEFAULT_PANEL, parse_panel_option
+from trishield.llm.panel import FAST_PANEL, parse_panel_option
 
 
 def main() -> int:
@@ -62,7 +62,7 @@ def main() -> int:
     options = PoisonedRAGOptions(
         out=args.out, work_dir=args.work_dir, kb_profile=args.kb_profile,
         defenses=defenses,
-        panel=tuple(parse_panel_option(args.panel)) if args.panel else DEFAULT_PANEL,
+        panel=tuple(parse_panel_option(args.panel)) if args.panel else FAST_PANEL,
         seed=args.seed, report_only=args.report_only, progress=progress,
         say=lambda m: print(m, file=sys.stderr, flush=True))
     payload = run_poisonedrag(options)

@@ -14,7 +14,7 @@ from trishield.defenses import build_defense
 from trishield.demo import ATTACKER, DEMO_WRITER, attacks, corpus_dir, questions
 from trishield.demo.outcomes import ATTACK_SUCCEEDED, CORRECT, OUTCOMES, REFUSED, WRONG, judge
 from trishield.kb import Document, KnowledgeBase, load_path
-from trishield.llm.panel import DEFAULT_PANEL, build_panel
+from trishield.llm.panel import FAST_PANEL, build_panel
 
 STUDENTS = "What discount do students get?"
 
@@ -73,13 +73,13 @@ def test_attacks_are_answerable_and_plant_a_different_answer() -> None:
 
 @pytest.mark.slow
 def test_attacks_fool_the_undefended_pipeline(tmp_path: Path) -> None:
-    """The demo has to show a threat: without a defense, the default panel's first reader
+    """The demo has to show a threat: without a defense, the fast panel's reader (Qwen2.5 0.5B)
     gives the attacker's answer to most targeted questions (measured, not assumed)."""
     with KnowledgeBase.open(tmp_path / "plain", create=True) as kb:
         kb.ingest(load_path(corpus_dir()).documents, tier="trusted", writer=DEMO_WRITER)
         kb.ingest([Document(id=d["id"], text=d["text"]) for a in attacks()
                    for d in a.documents], tier="untrusted", writer=ATTACKER)
-        undefended = build_defense("none", kb, build_panel(DEFAULT_PANEL))
+        undefended = build_defense("none", kb, build_panel(FAST_PANEL))
         outcomes = {}
         for attack in attacks():
             answer = undefended.ask(attack.question)

@@ -1,4 +1,5 @@
-"""End to end with the default local panel (real GGUF models, real embeddings, real KB).
+"""End to end with the fast local panel (real GGUF models, real embeddings, real KB; the default
+panel differs only in its reader, the 1.5B, which the second-reader tests load already).
 
 A PoisonedRAG-style poison (the question verbatim + the attacker's answer) and an adaptive
 near-duplicate of the real policy change the undefended answer; the defended pipeline keeps
@@ -16,7 +17,7 @@ from trishield.answers import contains_answer
 from trishield.defenses import build_defense
 from trishield.demo import ATTACKER, DEMO_WRITER, corpus_dir
 from trishield.kb import Document, KnowledgeBase, load_path
-from trishield.llm.panel import DEFAULT_PANEL, build_panel
+from trishield.llm.panel import FAST_PANEL, build_panel
 from trishield.rings.ingest_guard import IngestGuard
 
 pytestmark = pytest.mark.slow
@@ -37,9 +38,9 @@ BENIGN = ("How many days of paid annual leave do full-time employees get?", "25 
 @pytest.fixture(scope="module")
 def panel():
     try:
-        return build_panel(DEFAULT_PANEL)
+        return build_panel(FAST_PANEL)
     except Exception as error:  # a missing model is a set-up failure, not a skip
-        pytest.fail(f"default panel unavailable ({error}); run `trishield models install`")
+        pytest.fail(f"fast panel unavailable ({error}); run `trishield models install`")
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +78,8 @@ def test_poison_changes_the_undefended_answer_but_not_the_defended_one(
     # Ring 1 held the poisons at ingest: one trusted writer speaks, nothing is contested
     assert not any("contested" in reason for reason in trace["gate"]["reasons"])
     members = {v["member"] for v in trace["ring3"]["rounds"][0]["votes"]}
-    assert members == (set(DEFAULT_PANEL) if trace["gate"]["use_panel"]
-                       else {DEFAULT_PANEL[0]})
+    assert members == (set(FAST_PANEL) if trace["gate"]["use_panel"]
+                       else {FAST_PANEL[0]})
 
 
 def test_benign_question_is_still_answered(knowledge_bases: Path, panel) -> None:

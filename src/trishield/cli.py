@@ -288,8 +288,8 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
         summary_rows,
     )
     from trishield.llm.panel import (
-        DEFAULT_PANEL,
         DEFAULT_SECOND_READER,
+        FAST_PANEL,
         parse_panel_option,
         second_reader_choice,
     )
@@ -297,7 +297,7 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
     options = SafetyOptions(
         out=out_dir, work_dir=work_dir, backends=backends or BACKENDS,
         defenses=defenses or SAFETY_DEFENSES,
-        panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
+        panel=tuple(parse_panel_option(panel_option)) if panel_option else FAST_PANEL,
         second_reader=second_reader_choice(second_reader_option,
                                            panel_given=bool(panel_option),
                                            configured=DEFAULT_SECOND_READER),
@@ -348,8 +348,8 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint:
     from trishield.eval.poisonedrag.render import headline_rows
     from trishield.eval.poisonedrag.runner import PoisonedRAGOptions, run_poisonedrag
     from trishield.llm.panel import (
-        DEFAULT_PANEL,
         DEFAULT_SECOND_READER,
+        FAST_PANEL,
         parse_panel_option,
         second_reader_choice,
     )
@@ -367,7 +367,7 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint:
         options = PoisonedRAGOptions(
             out=out_dir, kb_profile=kb_profile, work_dir=work_dir, checkpoint=checkpoint,
             defenses=chosen,
-            panel=tuple(parse_panel_option(panel_option)) if panel_option else DEFAULT_PANEL,
+            panel=tuple(parse_panel_option(panel_option)) if panel_option else FAST_PANEL,
             second_reader=second, seed=seed, quick=quick, report_only=report_only,
             progress=progress,
             say=lambda message: bar.console.print(f"[dim]{escape(message)}[/]"))

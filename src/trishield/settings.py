@@ -20,7 +20,7 @@ Example (every key optional)::
     tau = 0.667
     gate = "gated"            # always | gated | never
     [panel]
-    members = ["qwen2.5-0.5b", "gemma3-270m", "extractive"]
+    members = ["qwen2.5-1.5b", "gemma3-270m", "extractive"]   # fast: "qwen2.5-0.5b" first
     [[panel.remote]]          # appended members: OpenAI-compatible, Anthropic or Ollama
     kind = "ollama"
     model = "llama3.2"

@@ -41,8 +41,8 @@ from trishield.kb import BACKENDS, Document, KnowledgeBase, load_path
 from trishield.kb.datasets import DATASETS, file_sha256
 from trishield.llm.base import Reader
 from trishield.llm.panel import (
-    DEFAULT_PANEL,
     DEFAULT_SECOND_READER,
+    FAST_PANEL,
     MemberSpec,
     build_panel,
     build_second_reader,
@@ -81,7 +81,7 @@ class SafetyOptions:
     work_dir: Path = Path(".trishield/eval/safety")
     backends: tuple[str, ...] = BACKENDS
     defenses: tuple[str, ...] = SAFETY_DEFENSES
-    panel: tuple[MemberSpec, ...] = DEFAULT_PANEL
+    panel: tuple[MemberSpec, ...] = FAST_PANEL
     second_reader: str | None = DEFAULT_SECOND_READER
     squad_questions: int = 300
     quick: bool = False

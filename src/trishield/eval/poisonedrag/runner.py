@@ -45,8 +45,8 @@ from trishield.eval.poisonedrag.scoring import SCORING_VERSION, score, timing
 from trishield.kb import KnowledgeBase
 from trishield.kb.datasets import DATASETS, file_sha256
 from trishield.llm.panel import (
-    DEFAULT_PANEL,
     DEFAULT_SECOND_READER,
+    FAST_PANEL,
     MemberSpec,
     build_panel,
     build_second_reader,
@@ -62,7 +62,7 @@ class PoisonedRAGOptions:
     kb_profile: str = "wiki5k"
     work_dir: Path = Path(".trishield/eval/poisonedrag")
     defenses: tuple[str, ...] = DEFENSES
-    panel: tuple[MemberSpec, ...] = DEFAULT_PANEL
+    panel: tuple[MemberSpec, ...] = FAST_PANEL
     second_reader: str | None = DEFAULT_SECOND_READER
     """Ring 3's second reader (``None``: none); the single-reader rows never ask it."""
     k: int = 5
