@@ -115,3 +115,24 @@ def test_a_heavy_sources_off_topic_sentence_does_not_outweigh_the_answers(
             weighed = {v.support.claim for v in answer.trace.evidence.verdicts}
             assert not any("leave" in claim for claim in weighed), (backend, weighed)
             assert answer.refused or "1891" in answer.answer or "1905" in answer.answer
+
+
+def test_an_option_or_a_path_is_supported_verbatim_even_when_its_word_is_asked() -> None:
+    """"--null" to a question about a "null character", "./.valgrindrc" to one naming
+    "~/.valgrindrc": as words they echo the question, so no passage supported them and the
+    right answer was refused; as tokens, the passage that holds them verbatim states them."""
+    from trishield.rings.consensus import supporting_passages
+
+    xargs = _passage("xargs#3", "--null, -0  Input items are terminated by a null character "
+                     "instead of by whitespace.", writer="man")
+    other = _passage("find#1", "-print0 prints the full file name followed by a null "
+                     "character.", writer="man")
+    question = "Which xargs option makes input items terminated by a null character?"
+    assert supporting_passages("--null", [xargs, other], question) == [xargs]
+    assert supporting_passages("--nul", [xargs, other], question) == []
+    valgrind = _passage("valgrind#2", "Valgrind reads options from ~/.valgrindrc, "
+                        "$VALGRIND_OPTS and ./.valgrindrc, in that order.", writer="man")
+    asked = ("Which file in the current directory does Valgrind read options from, besides "
+             "~/.valgrindrc and $VALGRIND_OPTS?")
+    assert supporting_passages("The file ./.valgrindrc", [valgrind], asked) == [valgrind]
+    assert supporting_passages("~/.valgrindrc", [valgrind], asked) == []  # an echo, as before

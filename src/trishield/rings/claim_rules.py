@@ -87,3 +87,30 @@ def answers_as_asked(answer: str, question: str, titles: Collection[str] = ()) -
     if kind in ("number", "date") and not spans_in(" ".join(answer.split()), kind):
         return False
     return bool(own_terms(answer, question))
+
+
+_EXACT = re.compile(
+    r"--?[A-Za-z0-9][\w-]*"  # a command-line option: -p, --null
+    r"|[\w.~-]*/[\w./~-]*\w"  # a path: ./.valgrindrc, /etc/ssh/ssh_config
+    r"|\w+(?:_|::)\w[\w:]*"  # an identifier: XML_ParserCreate, std::vector
+    r"|\.?\w+\.[A-Za-z]{2,}\w*")  # a file name: compile_commands.json, .npmrc
+_EDGE = "\"'`()[]{}<>,;:!?"
+
+
+def exact_tokens(text: str) -> list[str]:
+    """The options, paths, identifiers and file names ``text`` names, as written: what a
+    passage must hold verbatim to state it. Word matching reads ``--null`` as "null" and
+    ``./.valgrindrc`` as "valgrindrc", both words of questions about them ("terminated by a
+    null character", "besides ~/.valgrindrc"), so an answer naming them echoed the question
+    and no passage could support it."""
+    found = []
+    for raw in text.split():
+        token = raw.strip(_EDGE).rstrip(".")
+        if token and _EXACT.fullmatch(token):
+            found.append(token)
+    return found
+
+
+def holds_token(text: str, token: str) -> bool:
+    """Whether ``text`` holds ``token`` verbatim, not as part of a longer token."""
+    return re.search(rf"(?<![\w./~-]){re.escape(token)}(?![\w/~-])", text) is not None

@@ -44,7 +44,13 @@ from trishield.answers import (
     speaks_about,
 )
 from trishield.llm.base import Reader, ReaderAnswer
-from trishield.rings.claim_rules import answers_as_asked, as_witnesses, is_dump
+from trishield.rings.claim_rules import (
+    answers_as_asked,
+    as_witnesses,
+    exact_tokens,
+    holds_token,
+    is_dump,
+)
 from trishield.rings.config_types import CONFIG, GateMode, TierTuple, Unit
 from trishield.rings.evidence import Evidence, Item, Verdict
 from trishield.rings.questions import asks_for_a_thing, asks_yes_or_no
@@ -207,6 +213,10 @@ def supporting_passages(answer: str, passages: Sequence[ContextPassage],
     one shouts at bingo."""
     if is_bare_polar(answer) and not asks_for_a_thing(question):
         return [p for p in passages if decides(answer, p.text, question)]
+    asked = set(exact_tokens(question))
+    exact = [token for token in exact_tokens(answer) if token not in asked]
+    if exact:  # an option, path, identifier or file name is stated verbatim or not at all
+        return [p for p in passages if all(holds_token(p.text, t) for t in exact)]
     core = set(own_terms(answer, question))  # an echo of the question states nothing
     if not core:  # unless the question offers alternatives and the answer picks one
         offered = offered_terms(answer, question)
