@@ -18,6 +18,10 @@ the evidence cannot settle). Its answer must pass the same evidence check, so it
 a misread answer but never brings in an answer the context does not state. A yes/no question
 whose readers agree on a "yes" or "no" that no passage states is read one passage at a time by
 the second reader, so that the answer rests on the passages read that way.
+
+Over 500 lines on purpose: the rounds, the support check and the settling of one question are
+read together when a decision is questioned; what may be a claim at all is apart
+(:mod:`trishield.rings.claim_rules`).
 """
 
 from __future__ import annotations
