@@ -136,3 +136,24 @@ def test_an_option_or_a_path_is_supported_verbatim_even_when_its_word_is_asked()
              "~/.valgrindrc and $VALGRIND_OPTS?")
     assert supporting_passages("The file ./.valgrindrc", [valgrind], asked) == [valgrind]
     assert supporting_passages("~/.valgrindrc", [valgrind], asked) == []  # an echo, as before
+
+
+def test_one_source_read_two_ways_is_settled_by_the_readers_not_by_its_weight() -> None:
+    """Both claims rest on one writer, so the evidence cannot tell them apart and the readers
+    settle it: two of three read the file name. (On docqa's pool the writer's passages that
+    restate the question weighed 3.31 against 0.83 and a "stands" verdict gave the echo; the
+    weighing now goes to the readers whenever one source states both, docs/answers.md.)"""
+    question = "What file does CMake generate when CMAKE_EXPORT_COMPILE_COMMANDS is enabled?"
+    echo = "The CMAKE_EXPORT_COMPILE_COMMANDS option is used to generate the build"
+    passages = [
+        _passage("var#0", "CMAKE_EXPORT_COMPILE_COMMANDS: if enabled, generates a "
+                 "compile_commands.json file with the exact compiler calls.", writer="docs"),
+        *[_passage(f"guide{i}#0", f"{echo} files; the CMAKE_EXPORT_COMPILE_COMMANDS option "
+                   f"is used by tools ({i}).", writer="docs") for i in range(4)],
+    ]
+    panel = [ScriptedModelReader("compile_commands.json", "model-a"),
+             ScriptedModelReader(echo, "model-b"),
+             ScriptedModelReader("compile_commands.json", "model-c")]
+    result = Consensus(panel, ConsensusConfig(retry=False)).decide(question, passages)
+    assert (result.answer, result.refused) == ("compile_commands.json", False), result.reason
+    assert "rest on the same source" in result.reason

@@ -616,13 +616,18 @@ class Consensus:
         by_label = {c.answer: c for c in claims}
         verdict = evidence.judge({c.answer: [position[p.id] for p in c.support
                                              if p.id in position] for c in claims})
-        if verdict.outcome != "conflict":
+        if verdict.opposition is None:
             return by_label[verdict.support.label], verdict, False
         best, runner_up = by_label[verdict.support.label], by_label[verdict.opposition.label]
-        larger = max(claims, key=lambda c: c.members)
+        # one source stating both is read two ways, whatever the weights: a writer never
+        # outweighs itself (its passages stating one reading are no evidence against the other)
         one_source = same_source(evidence, best.support, runner_up.support)
+        if verdict.outcome != "conflict" and not one_source:
+            return best, verdict, False
+        larger = max(claims, key=lambda c: c.members)
         if one_source and larger.members / panel_size >= self.config.tau:
-            return larger, Verdict("stands", f"{larger.answer!r} and {runner_up.answer!r} "
+            other = best if larger is runner_up else runner_up
+            return larger, Verdict("stands", f"{larger.answer!r} and {other.answer!r} "
                                    "rest on the same source; "
                                    f"{larger.members} of {panel_size} members read "
                                    f"{larger.answer!r} (tau {self.config.tau:.2f})",
