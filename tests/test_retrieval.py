@@ -77,7 +77,8 @@ def test_hnsw_index_agrees_with_flat(tmp_path: Path, kb: KnowledgeBase) -> None:
     from trishield.demo import corpus_dir
     from trishield.kb import load_path
 
-    with KnowledgeBase.open(tmp_path / "hnsw", create=True, dense_index="hnsw") as hnsw:
+    with KnowledgeBase.open(tmp_path / "hnsw", create=True, dense_index="hnsw",
+                            chunking=kb.settings.chunking) as hnsw:
         hnsw.ingest(load_path(corpus_dir()).documents)
         for question in questions():
             flat_top = [c.chunk_id for c in kb.search(question.question, k=3)]
