@@ -98,10 +98,12 @@ def test_opening_with_other_settings_is_refused(demo_kb_dir: Path, option: str, 
 
 def test_settings_are_recorded_and_matching_ones_are_accepted(demo_kb_dir: Path) -> None:
     with KnowledgeBase.open(demo_kb_dir, embedding_model="all-MiniLM-L6-v2",
-                            chunking=ChunkingConfig(), dense_index="flat") as kb:
+                            chunking=ChunkingConfig(strategy="window"),  # the template's
+                            dense_index="flat") as kb:
         meta = kb.store.meta()
     assert meta["embedding_model"] == "all-MiniLM-L6-v2"
-    assert (meta["chunk_words"], meta["chunk_overlap"]) == ("120", "20")
+    assert (meta["chunk_words"], meta["chunk_overlap"], meta["chunk_strategy"]) == (
+        "120", "20", "window")
     assert meta["embedding_dimension"] == "384"
 
 
