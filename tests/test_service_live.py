@@ -18,6 +18,7 @@ import pytest
 
 from service_support import REFUND_QUESTION, Keys, ServerProcess, bearer, copy_kb, policy_batch
 from trishield.kb import KnowledgeBase
+from trishield.llm.panel import DEFAULT_PANEL, DEFAULT_SECOND_READER
 
 pytestmark = pytest.mark.slow
 
@@ -154,20 +155,21 @@ def test_raw_http_abuse_gets_4xx_never_500(server) -> None:
 
 
 def test_local_panel_answers_over_http(server) -> None:
-    """One ask with the default local panel (two small GGUF LLMs + the extractive reader)."""
+    """One ask with the default local panel (two GGUF LLMs + the extractive reader)."""
     process, keys, _ = server
     response = httpx.post(f"{process.url}/v1/ask", headers=bearer(keys.reader), timeout=600,
                           json={"question": REFUND_QUESTION, "gate": "always"})
     assert response.status_code == 200, response.text
     trace = response.json()["trace"]
-    panel = {"qwen2.5-0.5b", "gemma3-270m", "extractive"}
+    panel = set(DEFAULT_PANEL)
     members = {m["name"] for m in trace["panel"]}
-    assert members == panel | {"qwen2.5-1.5b"}  # the configured second reader is listed
+    assert members == panel | {DEFAULT_SECOND_READER}  # the second reader is listed (here
+    # the reader itself: the 1.5B reads by default)
     voters = {v["member"] for r in trace["ring3"]["rounds"] for v in r["votes"]}
     # it votes only when asked (no stated claim, or a reading dispute over one source)
     assert voters == (members if trace["ring3"]["escalated"] else panel)
     metrics = httpx.get(f"{process.url}/metrics").text
-    assert 'trishield_panel_calls_total{cached=' in metrics and "qwen2.5-0.5b" in metrics
+    assert 'trishield_panel_calls_total{cached=' in metrics and DEFAULT_PANEL[0] in metrics
 
 
 def test_kill_9_mid_ingest_then_restart(demo_kb_template: Path, tmp_path: Path) -> None:
