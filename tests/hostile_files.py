@@ -114,8 +114,9 @@ def doctype_subset(path: Path) -> Path:
 
 
 # -- PDF -------------------------------------------------------------------------------------
-def _pdf(bodies: list[str]) -> bytes:
-    """A PDF of the object bodies given (object 1 is the catalog), with a correct xref."""
+def pdf_bytes(bodies: list[str], trailer: str = "") -> bytes:
+    """A PDF of the object bodies given (object 1 is the catalog), with a correct xref;
+    ``trailer``: more trailer entries (`` /Info 9 0 R``)."""
     out, offsets = "%PDF-1.4\n", []
     for number, body in enumerate(bodies, start=1):
         offsets.append(len(out))
@@ -123,7 +124,8 @@ def _pdf(bodies: list[str]) -> bytes:
     xref = len(out)
     out += f"xref\n0 {len(bodies) + 1}\n0000000000 65535 f \n"
     out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets)
-    out += f"trailer\n<< /Size {len(bodies) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"
+    out += (f"trailer\n<< /Size {len(bodies) + 1} /Root 1 0 R{trailer} >>\nstartxref\n{xref}"
+            "\n%%EOF\n")
     return out.encode("latin-1")
 
 
@@ -147,7 +149,7 @@ def shared_page_tree(path: Path, levels: int, fanout: int) -> Path:
         below = len(bodies)
     bodies[1] = (f"<< /Type /Pages /Kids [{' '.join([f'{below} 0 R'] * fanout)}] "
                  f"/Count {fanout ** levels} >>")
-    path.write_bytes(_pdf(bodies))
+    path.write_bytes(pdf_bytes(bodies))
     return path
 
 
@@ -156,7 +158,7 @@ def looping_page_tree(path: Path) -> Path:
     array: no page node repeats, the array does, and the tree never ends."""
     bodies = ["<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids 3 0 R /Count 1 >>",
               "[ << /Type /Pages /Kids 3 0 R /Count 1 >> ]"]
-    path.write_bytes(_pdf(bodies))
+    path.write_bytes(pdf_bytes(bodies))
     return path
 
 
@@ -171,7 +173,7 @@ def many_pages(path: Path, pages: int) -> Path:
         bodies.append(_PAGE.format(font=3, contents=len(bodies)))
         kids.append(f"{len(bodies)} 0 R")
     bodies[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {pages} >>"
-    path.write_bytes(_pdf(bodies))
+    path.write_bytes(pdf_bytes(bodies))
     return path
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.hostile_files import pdf_bytes
 
 from trishield.errors import InputError
 from trishield.kb import loaders
@@ -518,15 +519,7 @@ def make_pdf(pages: list[str], *, title: str | None = None) -> bytes:
     if title is not None:
         bodies.append(f"<< /Title ({title}) >>")
         info = f" /Info {len(bodies)} 0 R"
-    out, offsets = "%PDF-1.4\n", []
-    for number, body in enumerate(bodies, start=1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n{body}\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(bodies) + 1}\n0000000000 65535 f \n"
-    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets)
-    out += f"trailer\n<< /Size {len(bodies) + 1} /Root 1 0 R{info} >>\nstartxref\n{xref}\n%%EOF\n"
-    return out.encode("latin-1")
+    return pdf_bytes(bodies, info)
 
 
 def encrypt_pdf(data: bytes, *, user_password: str) -> bytes:
