@@ -36,9 +36,7 @@ import os
 import platform
 import resource
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -48,6 +46,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from service_load import percentiles, start_serve
 from trishield.demo import DEMO_WRITER, corpus_dir, questions
 from trishield.kb import KnowledgeBase, load_path
 from trishield.provenance.keys import KeyStore
@@ -57,41 +56,12 @@ HEALTH_PERIOD_S = 0.25
 REQUEST_TIMEOUT_S = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _raise_open_files() -> int:
     """This process's open-files limit raised to its hard limit (the client side of 20,000
     connections needs as many descriptors as the server)."""
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return hard
-
-
-def _start_server(kb_dir: Path, extra: list[str]) -> tuple[subprocess.Popen, str, list[str]]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(kb_dir), "--port",
-         str(port), "--no-cache", "--log-level", "warning", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    log: list[str] = []
-    threading.Thread(target=lambda: log.extend(process.stderr), daemon=True).start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the server exited with {process.returncode}: {''.join(log)}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return process, url, log
-        except httpx.TransportError:
-            time.sleep(0.5)
-    process.kill()
-    raise SystemExit("the server did not start within 300 s")
 
 
 # -- the slowloris client processes ---------------------------------------------------------
@@ -152,11 +122,8 @@ def _slowloris_process(port: int, connections: int, trickle_s: float, reopen_s: 
 
 # -- the measured clients -------------------------------------------------------------------
 
-def _percentiles(values: list[float]) -> dict[str, float]:
-    data = np.array(values) * 1000 if values else np.array([np.nan])
-    return {"n": len(values), "p50_ms": round(float(np.percentile(data, 50)), 1),
-            "p99_ms": round(float(np.percentile(data, 99)), 1),
-            "max_ms": round(float(np.max(data)), 1)}
+def _counted(values: list[float]) -> dict[str, float]:
+    return {"n": len(values)} | percentiles(values)
 
 
 def _metrics(url: str) -> dict[str, float]:
@@ -209,7 +176,7 @@ def run(options: argparse.Namespace) -> dict[str, object]:
         store = KeyStore(kb_dir)
         flooder = store.create_key("flooder", "reader", "neutral")[1]
         other = store.create_key("other", "reader", "neutral")[1]
-        process, url, log = _start_server(kb_dir, options.serve_args)
+        process, url, log = start_serve(kb_dir, list(options.serve_args))
         port = int(url.rsplit(":", 1)[1])
 
         def flood(number: int) -> None:
@@ -297,11 +264,11 @@ def run(options: argparse.Namespace) -> dict[str, object]:
         "reopen_s": options.reopen_s, "trickle_s": options.trickle_s,
         "flood_asks": options.flood_asks,
         "serve_args": options.serve_args,
-        "other_key": {"whoami": _percentiles(latencies["whoami"]) | {
+        "other_key": {"whoami": _counted(latencies["whoami"]) | {
                           "statuses": dict(statuses["whoami"])},
-                      "ask": _percentiles(latencies["ask"]) | {
+                      "ask": _counted(latencies["ask"]) | {
                           "statuses": dict(statuses["ask"])}},
-        "healthz": _percentiles(latencies["healthz"]) | {"statuses": dict(statuses["healthz"])},
+        "healthz": _counted(latencies["healthz"]) | {"statuses": dict(statuses["healthz"])},
         "flood_statuses": dict(statuses["flood"]),
         "server_connections_open": {"max": max(held, default=None),
                                     "median": float(np.median(held)) if held else None},

@@ -52,36 +52,46 @@ HEALTH_PERIOD_S = 0.25
 HEALTH_TIMEOUT_S = 10.0
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
-def _start_server(kb_dir: Path, max_asks: int,
-                  extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+def start_serve(kb_dir: Path, args: list[str]) -> tuple[subprocess.Popen, str, list[str]]:
+    """``trishield serve --kb KB_DIR ARGS`` on a free port, once ``/healthz`` answers: the
+    process, its URL and its log lines as they come (shared with service_hostile.py)."""
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "trishield.cli", "serve", "--kb", str(kb_dir), "--port",
-         str(port), "--no-cache", "--max-concurrent-asks", str(max_asks), "--workers", "16",
-         # one key plays every client here: this measures capacity, not the share of a key
-         # among others (benchmarks/service_hostile.py does), so the key may queue them all
-         "--asks-per-key", "1000", "--searches-per-key", "1000", "--ask-queue", "1000",
-         "--log-level", "warning", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+         str(port), "--no-cache", "--log-level", "warning", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(process.stderr), daemon=True).start()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"the server exited with {process.returncode}")
+            raise SystemExit(f"the server exited with {process.returncode}: {''.join(log)}")
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return process, url
+                return process, url, log
         except httpx.TransportError:
             time.sleep(0.5)
     process.kill()
     raise SystemExit("the server did not start within 300 s")
+
+
+def _start_server(kb_dir: Path, max_asks: int,
+                  extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    process, url, _ = start_serve(kb_dir, [
+        "--max-concurrent-asks", str(max_asks), "--workers", "16",
+        # one key plays every client here: this measures capacity, not the share of a key
+        # among others (benchmarks/service_hostile.py does), so the key may queue them all
+        "--asks-per-key", "1000", "--searches-per-key", "1000", "--ask-queue", "1000",
+        *extra])
+    return process, url
 
 
 def _run_cell(url: str, token: str, path: str, bodies: list[dict], clients: int,
@@ -140,7 +150,7 @@ def _maximum_document(number: int, max_body_bytes: int) -> dict[str, object]:
     return {"documents": [{"id": f"load-max-{number}", "text": "".join(sentences)}]}
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
+def percentiles(values: list[float]) -> dict[str, float]:
     data = np.array(values) * 1000 if values else np.array([np.nan])
     return {"p50_ms": round(float(np.percentile(data, 50)), 1),
             "p99_ms": round(float(np.percentile(data, 99)), 1),
@@ -230,7 +240,7 @@ def run_mixed(seconds: float, *, askers: int, searchers: int, writers: int,
         figures[name] = {"requests": sum(counts.values()), "statuses": dict(counts),
                          "unanswered_at_end": sent[name] - sum(counts.values()),
                          "5xx": sum(n for s, n in counts.items() if s.startswith("5")),
-                         "500": counts.get("500", 0)} | _percentiles(latencies[name])
+                         "500": counts.get("500", 0)} | percentiles(latencies[name])
     return figures
 
 
