@@ -38,7 +38,8 @@ from trishield.kb import KnowledgeBase
 from trishield.kb.chunking import STRATEGIES, ChunkingConfig
 from trishield.kb.loaders import load_path
 from trishield.kb.retrieval import BACKENDS
-from trishield.llm.panel import DEFAULT_PANEL, build_panel, build_second_reader
+from trishield.llm.cache import ResponseCache
+from trishield.llm.panel import DEFAULT_PANEL, build_reader
 from trishield.settings import Settings
 
 K = 5
@@ -92,48 +93,64 @@ def retrieval(kb: KnowledgeBase, questions: Sequence[DocQuestion]) -> dict[str, 
     return found
 
 
-def answers(kb: KnowledgeBase, questions: Sequence[DocQuestion], defense: str, reader: str,
-            backend: str) -> tuple[dict, dict]:
+def answers(kb: KnowledgeBase, questions: Sequence[DocQuestion], defenses: Sequence[str],
+            reader: str, backend: str, cache_dir: Path) -> tuple[list[dict], dict]:
+    """Every question by every defense in turn (the one that goes first alternates), so the
+    seconds of the defenses are measured under the same load and their ratio is the figure.
+    Each defense has its own response cache under ``cache_dir``: a rerun is free, but one
+    defense never replays another's answer; seconds are compared only on questions where no
+    defense was served from cache."""
     settings = Settings().with_overrides(backend=backend)
-    panel_specs = [reader, *DEFAULT_PANEL[1:]]
-    panel = build_panel(panel_specs)
-    second = (build_second_reader(settings.second_reader)
-              if defense != "none" and settings.second_reader != reader else None)
-    shield = defend(kb, defense, panel=panel if defense != "none" else panel[:1],
-                    settings=settings, second_reader=second)
-    rows = []
-    seconds = []
-    for question in questions:
-        started = time.perf_counter()
-        try:
-            answer = shield.ask(question.question)
-        except TriShieldError as error:
-            rows.append({"id": question.id, "error": f"{type(error).__name__}: {error}"})
-            seconds.append(time.perf_counter() - started)
-            continue
-        seconds.append(time.perf_counter() - started)
-        rows.append({"id": question.id, "answer": answer.answer, "refused": answer.refused,
-                     "correct": bool(answer.answer) and is_correct(answer.answer, question),
-                     "llm_calls": answer.trace.llm_calls,
-                     "cached_calls": answer.trace.llm_calls_cached,
-                     "reason": answer.reason})
-    counted = [r for r in rows if "error" not in r]
-    summary = {
-        "defense": defense, "reader": reader, "backend": backend, "questions": len(rows),
-        "correct": sum(r["correct"] for r in counted),
-        "accuracy": round(sum(r["correct"] for r in counted) / max(1, len(rows)), 3),
-        "refused": sum(r["refused"] for r in counted),
-        "errors": len(rows) - len(counted),
-        "llm_calls_per_question": round(sum(r["llm_calls"] + r["cached_calls"]
-                                            for r in counted) / max(1, len(counted)), 3),
-        "records": rows}
-    timing = {"defense": defense, "reader": reader,
-              "seconds_per_question": round(sum(seconds) / max(1, len(seconds)), 2),
-              "seconds_total": round(sum(seconds), 1),
-              "cached_share": round(sum(r.get("cached_calls", 0) for r in counted)
-                                    / max(1, sum(r.get("llm_calls", 0) + r.get("cached_calls", 0)
-                                                 for r in counted)), 3)}
-    return summary, timing
+    shields = {}
+    for defense in defenses:
+        cache = ResponseCache(cache_dir / f"{reader}-{defense}")
+        panel = [build_reader(spec, cache=cache) for spec in [reader, *DEFAULT_PANEL[1:]]]
+        second = (build_reader(settings.second_reader, cache=cache)
+                  if defense != "none" and settings.second_reader not in (None, reader)
+                  else None)
+        shields[defense] = defend(kb, defense, panel=panel if defense != "none" else panel[:1],
+                                  settings=settings, second_reader=second)
+    rows: dict[str, list[dict]] = {d: [] for d in defenses}
+    seconds: dict[str, list[float]] = {d: [] for d in defenses}
+    for number, question in enumerate(questions):
+        for defense in defenses if number % 2 == 0 else list(reversed(defenses)):
+            started = time.perf_counter()
+            try:
+                answer = shields[defense].ask(question.question)
+            except TriShieldError as error:
+                rows[defense].append({"id": question.id,
+                                      "error": f"{type(error).__name__}: {error}"})
+                seconds[defense].append(time.perf_counter() - started)
+                continue
+            seconds[defense].append(time.perf_counter() - started)
+            rows[defense].append({
+                "id": question.id, "answer": answer.answer, "refused": answer.refused,
+                "correct": bool(answer.answer) and is_correct(answer.answer, question),
+                "llm_calls": answer.trace.llm_calls,
+                "cached_calls": answer.trace.llm_calls_cached, "reason": answer.reason})
+    summaries = []
+    for defense in defenses:
+        counted = [r for r in rows[defense] if "error" not in r]
+        summaries.append({
+            "defense": defense, "reader": reader, "backend": backend,
+            "questions": len(rows[defense]),
+            "correct": sum(r["correct"] for r in counted),
+            "accuracy": round(sum(r["correct"] for r in counted)
+                              / max(1, len(rows[defense])), 3),
+            "refused": sum(r["refused"] for r in counted),
+            "errors": len(rows[defense]) - len(counted),
+            "llm_calls_per_question": round(sum(r["llm_calls"] + r["cached_calls"]
+                                                for r in counted) / max(1, len(counted)), 3),
+            "records": rows[defense]})
+    fresh = [i for i in range(len(questions))
+             if all(rows[d][i].get("cached_calls", 0) == 0 for d in defenses)]
+    spent = {d: sum(seconds[d][i] for i in fresh) for d in defenses}
+    timing = {"reader": reader, "timed_questions": len(fresh),
+              "seconds_per_question": {d: round(spent[d] / max(1, len(fresh)), 2)
+                                       for d in defenses},
+              f"ratio_to_{defenses[0]}": {d: round(spent[d] / spent[defenses[0]], 3)
+                                          if spent[defenses[0]] else None for d in defenses}}
+    return summaries, timing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -145,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
     parser.add_argument("--chunkings", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     parser.add_argument("--answers", action="store_true", help="also answer the questions")
-    parser.add_argument("--readers", nargs="+", default=["qwen2.5-0.5b"])
+    parser.add_argument("--readers", nargs="+", default=[DEFAULT_PANEL[0]])
     parser.add_argument("--defenses", nargs="+", default=["none", "full"])
     parser.add_argument("--backend", choices=BACKENDS, default="hybrid",
                         help="the retrieval backend the answers use")
@@ -185,15 +202,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         results, timings = [], []
         with open_kb(args.work_dir, corpus, args.answer_chunking) as kb:
             for reader in args.readers:
-                for defense in args.defenses:
-                    summary, timing = answers(kb, questions, defense, reader, args.backend)
-                    results.append(summary)
-                    timings.append(timing)
+                summaries, timing = answers(kb, questions, args.defenses, reader, args.backend,
+                                            args.work_dir / "response-cache")
+                results.extend(summaries)
+                timings.append(timing)
+                ratios = timing[f"ratio_to_{args.defenses[0]}"]
+                for summary in summaries:
+                    defense = summary["defense"]
                     print(f"answers   {defense:6s} {reader:14s} {summary['correct']:3d}/"
                           f"{summary['questions']:<3d} acc {summary['accuracy']:.3f} refused "
                           f"{summary['refused']:3d} errors {summary['errors']} calls/q "
                           f"{summary['llm_calls_per_question']:.2f} "
-                          f"{timing['seconds_per_question']:.1f} s/q", flush=True)
+                          f"{timing['seconds_per_question'][defense]:.1f} s/q "
+                          f"(x{ratios[defense]} of {args.defenses[0]} on "
+                          f"{timing['timed_questions']} fresh questions)", flush=True)
         figures["answers"] = results
         figures["timings"] = timings
     out = args.out or args.work_dir / "docqa.json"
