@@ -157,3 +157,41 @@ def test_one_source_read_two_ways_is_settled_by_the_readers_not_by_its_weight() 
     result = Consensus(panel, ConsensusConfig(retry=False)).decide(question, passages)
     assert (result.answer, result.refused) == ("compile_commands.json", False), result.reason
     assert "rest on the same source" in result.reason
+
+
+GROUNDHOG = "What day is groundhog's day?"
+SUPER_BOWL = ("The Super Bowl 50 Media Day was held on Monday, February 1, 2016, at SAP Center "
+              "in San Jose.")
+GROUNDHOG_TRUTH = "Groundhog Day is celebrated every year on February 2 in Punxsutawney."
+
+
+def test_a_day_of_a_month_answers_a_date_question() -> None:
+    """"February 2" is a date answer without a year; dropped as "not a date", it left the
+    weighing to a year-dated answer read from an unrelated paragraph."""
+    for answer in ("February 2", "Feb. 2", "2nd of February", "on Monday, February 2"):
+        assert answers_as_asked(answer, GROUNDHOG), answer
+    assert answers_as_asked("February 1, 2016", GROUNDHOG)
+    assert not answers_as_asked("P", GROUNDHOG) and not answers_as_asked("the 2", GROUNDHOG)
+
+
+def test_a_claim_from_a_passage_not_about_the_question_takes_no_part() -> None:
+    """The held-out run's "What day is groundhog's day?": the 300-document writer's Super
+    Bowl paragraph holds one of the question's two terms ("day"), so it is about the
+    question by half its terms; its "February 1, 2016" outweighed the new writer's true
+    "February 2". A passage must hold two of the question's terms to take part, so the
+    truth is the one claim weighed."""
+    import numpy as np
+
+    from trishield.defenses.answerers import answers_only
+    from trishield.rings.evidence import Evidence, Item
+
+    items = [Item("wiki#0", "wiki", "wiki", "neutral", SUPER_BOWL, 1, 0.0),
+             Item("new#0", "new", "newcomer", "neutral", GROUNDHOG_TRUTH, 2, 1.0)]
+    evidence = Evidence(GROUNDHOG, items, np.eye(2, dtype=np.float32), {"wiki": 300})
+    assert evidence.claims[0].about_question and not evidence.about(0)
+    assert evidence.about(1)
+    claims = {"February 1, 2016": [0], "February 2": [1]}
+    assert answers_only(claims, GROUNDHOG, evidence) == {"February 2": [1]}
+    # where no claim is about the question, all are weighed as before
+    assert answers_only({"February 1, 2016": [0], "January 5, 2016": [0]}, GROUNDHOG,
+                        evidence) == {"February 1, 2016": [0], "January 5, 2016": [0]}

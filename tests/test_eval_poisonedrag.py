@@ -416,7 +416,7 @@ def test_sleeper_kb_gives_five_writers_a_record_before_poison_i_of_every_target(
 @pytest.mark.slow
 def test_patient_kb_spreads_the_sleepers_campaign_over_simulated_days(tmp_path: Path) -> None:
     """The ``patient`` setting: the same writers and documents as ``sleeper``, stamped by
-    the KB's clock a day after the base (records) and a week plus i days after that (sleeper
+    the KB's clock a year and a day after the base (records) and a week plus i days after that (sleeper
     i's posts): no two sleepers post within a day, each after a week of writing."""
     targets = TARGETS[:2]
     base, _ = _small_base(tmp_path, targets, extra=20)
@@ -433,19 +433,20 @@ def test_patient_kb_spreads_the_sleepers_campaign_over_simulated_days(tmp_path: 
         since = kb.writers_since()
         posts = {d.id: kb.store.document(d.id) for d in poisons}
         assert {d: kb.store.document(d)["ingested_at"] for d in base_ids} == base_times
+    year = kbs.BASE_AGE_DAYS * day  # every attack is written a year after the base
     for number in range(kbs.SLEEPERS):
         first = since[kbs.sleeper_writer(number)]
-        assert origin + day <= first < origin + day + 600  # the records: a day after the base
+        assert origin + year + day <= first < origin + year + day + 600  # records: a day on
         assert since[kbs.CLEAN_WRITER] <= origin  # the base keeps its own times
     for doc_id, row in posts.items():
         number = int(doc_id.rsplit(":", 1)[1])
-        posted = row["ingested_at"] - origin
+        posted = row["ingested_at"] - origin - year
         assert row["writer"] == kbs.sleeper_writer(number)
         assert (1 + kbs.PATIENT_LEAD_DAYS + number) * day <= posted \
             < (1 + kbs.PATIENT_LEAD_DAYS + number) * day + 600
     sleeper = kbs.build_family(tmp_path, base, "published", targets, 0, guarded=False,
                                writers="sleeper", sleeper_documents=2)
-    assert sleeper != patient  # the same campaign on the wall clock is another KB
+    assert sleeper != patient  # the same campaign in one sitting is another KB
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from clocks import YEAR, Clock
 from reader_doubles import FooledReader, InventingReader
 from trishield.defenses import build_defense
 from trishield.kb import Document, KnowledgeBase
@@ -33,9 +34,12 @@ FILLER = [f"The municipal library of district {n} lends books, films and music t
 
 
 def _kb(path: Path, truth_tier: str, lie_tier: str, *, sybil: bool) -> KnowledgeBase:
-    kb = KnowledgeBase.open(path, create=True)
+    """The archive written a year ago (the KB's clock), the lies now."""
+    clock = Clock()
+    kb = KnowledgeBase.open(path, create=True, clock=clock)
     kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
               + [Document(id="halden-bridge", text=TRUTH)], tier=truth_tier, writer="archive")
+    clock.advance(YEAR)
     if sybil:
         for n, lie in enumerate(LIES):
             kb.ingest([Document(id=f"lie-{n}", text=lie)], tier=lie_tier, writer=f"sybil-{n}")
@@ -65,7 +69,7 @@ def test_untrusted_writers_never_overturn_the_trusted_source(tmp_path: Path,
 
 def test_one_writer_with_five_paraphrases_does_not_outvote_an_established_source(
         tmp_path: Path) -> None:
-    """All neutral: the archive (31 documents, first in the KB) against one newcomer writing
+    """All neutral: the archive (31 documents, stood a year) against one newcomer writing
     five paraphrases (one source, a short record): the archive's claim wins on weight."""
     with _kb(tmp_path / "kb", "neutral", "neutral", sybil=False) as kb:
         answer = _ask(kb)
@@ -76,19 +80,29 @@ def test_one_writer_with_five_paraphrases_does_not_outvote_an_established_source
     assert verdict.opposition is not None and len(verdict.opposition.sources) == 1
 
 
-def test_equal_newcomers_conflict_and_the_refusal_names_both_claims(tmp_path: Path) -> None:
-    """Two neutral writers with one document each, no history between them: too close."""
-    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
-        kb.ingest([Document(id="a", text=TRUTH)], tier="neutral", writer="first")
-        kb.ingest([Document(id="b", text=LIES[0])], tier="neutral", writer="second")
+@pytest.mark.parametrize("truth_first", [True, False])
+def test_equal_newcomers_conflict_and_the_refusal_names_both_claims(tmp_path: Path,
+                                                                    truth_first: bool) -> None:
+    """Two neutral writers with one document each, minutes apart: whichever wrote first, they
+    are two new sides, refused with both claims shown. (Before time stood was weighed, the
+    first one in the KB had precedence, so the order of writing decided.)"""
+    clock = Clock()
+    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
         kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)],
                   tier="neutral", writer="library")
+        clock.advance(YEAR)
+        first, second = (TRUTH, LIES[0]) if truth_first else (LIES[0], TRUTH)
+        kb.ingest([Document(id="a", text=first)], tier="neutral", writer="first")
+        clock.advance(300)
+        kb.ingest([Document(id="b", text=second)], tier="neutral", writer="second")
         answer = _ask(kb)
-    # "first" was in the KB before "second": precedence 2 on a 0.1 record vs 0.1 -> 0.2 >= 2 x
-    # 0.1 would stand; equal records and simultaneous batches would conflict. Here: stands.
-    assert not answer.refused and "Ada Lindqvist" in answer.answer
+    assert answer.refused and answer.answer is None, answer.answer
+    assert "conflicting sources" in answer.reason and "both sides are new" in answer.reason
+    assert "Ada Lindqvist" in answer.reason and "Marco Bellini" in answer.reason
     verdict = answer.trace.evidence.verdicts[-1]
-    assert verdict.outcome == "stands" and verdict.support.sources[0].established
+    assert verdict.outcome == "conflict" and verdict.opposition is not None
+    assert all(s.new and not s.established for side in (verdict.support, verdict.opposition)
+               for s in side.sources)
 
 
 def test_a_claim_lighter_than_a_silent_source_is_not_believed() -> None:
@@ -116,14 +130,14 @@ def test_a_claim_lighter_than_a_silent_source_is_not_believed() -> None:
                                            found[1].weight)
 
     full = {"archive": 5000, "mallory": 1000, "publisher": 1, "forum": 5000}
-    assert weighed(("archive", "neutral", 1.0), ("mallory", "neutral", 9.0), full) == (
-        "archive", 2.0, 1.0)  # it stood first: precedence against the later claim
-    assert weighed(("archive", "neutral", 9.0), ("mallory", "neutral", 1.0), full) is None
-    assert weighed(("archive", "neutral", 1.0), ("mallory", "neutral", 9.0),
+    assert weighed(("archive", "neutral", 0.0), ("mallory", "neutral", YEAR), full) == (
+        "archive", 2.0, 1.0)  # it stood a year: precedence against the later claim
+    assert weighed(("archive", "neutral", YEAR), ("mallory", "neutral", 1.0), full) is None
+    assert weighed(("archive", "neutral", 1.0), ("mallory", "neutral", YEAR),
                    {**full, "archive": 1}) is None  # a one-document archive: 0.2 < 1.0
-    assert weighed(("publisher", "trusted", 9.0), ("mallory", "neutral", 1.0), full) \
+    assert weighed(("publisher", "trusted", YEAR), ("mallory", "neutral", 1.0), full) \
         is not None  # a higher tier outweighs whatever the weights
-    assert weighed(("forum", "untrusted", 1.0), ("mallory", "neutral", 9.0), full) is None
+    assert weighed(("forum", "untrusted", 1.0), ("mallory", "neutral", YEAR), full) is None
     evidence = Evidence(QUESTION, [Item("c#0", "c", "mallory", "neutral", LIES[0])],
                         None, full)
     assert outweighed_by_silence(evidence, ClaimSide("x", evidence.sources([0])), []) is None
@@ -131,20 +145,23 @@ def test_a_claim_lighter_than_a_silent_source_is_not_believed() -> None:
 
 def test_an_archive_that_stood_first_and_gives_no_answer_outweighs_a_later_claim(
         tmp_path: Path) -> None:
-    """Through the real pipeline: the archive's side is about the question but its reader
-    answers with nothing the archive states (silence), and one newcomer with as full a record
-    states the lie. Weighed apart they were equal (1.0 each) and the lie was given
-    unopposed; weighed against each other the archive has its precedence (2.0), so the lie
-    is refused and the reason names the archive. Tenure is off to show this rule alone."""
+    """Through the real pipeline: the archive's side is about the question and names a
+    designer, but its reader answers with nothing the archive states (silence), and one
+    newcomer with as full a record states the lie. Weighed apart they were equal (1.0 each)
+    and the lie was given unopposed; weighed against each other the archive has the
+    precedence of a year stood (2.0), so the lie is refused and the reason names the
+    archive. Tenure is off to show this rule alone."""
     from trishield.rings.retrieval_scorer import ScorerConfig
     from trishield.settings import PipelineConfig
 
-    silent_truth = ("The Halden Bridge over the Tista river opened to traffic in 1912 after "
-                    "four years of construction.")
-    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+    silent_truth = ("The Halden Bridge over the Tista river, a plan of the engineer Ada "
+                    "Lindqvist, opened to traffic in 1912 after four years of construction.")
+    clock = Clock()
+    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
         kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
                   + [Document(id="halden-bridge", text=silent_truth)], tier="neutral",
                   writer="archive")
+        clock.advance(YEAR)
         kb.ingest([Document(id=f"note-{n}", text=f"Garden club note {n}: plot {n} grows "
                             f"{('beans', 'kale', 'leeks')[n % 3]} this season.")
                    for n in range(12)] + [Document(id="lie", text=LIES[0])],
@@ -161,7 +178,7 @@ def test_an_archive_that_stood_first_and_gives_no_answer_outweighs_a_later_claim
     assert found is not None, answer.reason
     # the same record each (Ring 1's query-time flags, if any, scale both alike): the
     # archive's precedence is the difference
-    assert float(found[2]) == pytest.approx(2 * float(found[1]))
+    assert float(found[2]) == pytest.approx(2 * float(found[1]), abs=0.01)
     weighed, silenced = answer.trace.evidence.verdicts[-2:]
     assert weighed.outcome == "unopposed" and weighed.support.claim == "Marco Bellini"
     # the trace holds the weighing that refused: the claim against the silent archive
@@ -169,7 +186,27 @@ def test_an_archive_that_stood_first_and_gives_no_answer_outweighs_a_later_claim
     assert silenced.support.claim == "Marco Bellini" and silenced.opposition is not None
     (archive,) = silenced.opposition.sources
     assert archive.writers == ["archive"] and archive.established
-    assert silenced.opposition.weight == pytest.approx(2 * silenced.support.weight, abs=1e-4)
+    assert silenced.opposition.weight == pytest.approx(2 * silenced.support.weight, abs=1e-3)
+
+
+def test_silence_is_not_opposition_a_new_writers_fact_is_answered(tmp_path: Path) -> None:
+    """The archive (a year old, the heavier writer) is about the bridge but names nobody as
+    its designer; a new writer states who did. The archive's silence opposes nothing (it
+    gives no answer of the asked type), so the new writer's unopposed fact is answered
+    whatever its age. Before, the heavier silent side refused it ("rests on lighter
+    sources")."""
+    clock = Clock()
+    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
+        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
+                  + [Document(id="halden-bridge", text="The Halden Bridge over the Tista "
+                              "river opened to traffic after four years of work.")],
+                  tier="neutral", writer="archive")
+        clock.advance(YEAR)
+        kb.ingest([Document(id="new", text=TRUTH)], tier="neutral", writer="newcomer")
+        reader = FooledReader("Ada Lindqvist", InventingReader("the moon"))
+        answer = build_defense("full", kb, [reader]).ask(QUESTION)
+    assert not answer.refused and "Ada Lindqvist" in answer.answer, answer.reason
+    assert answer.citations == ["new"]
 
 
 def test_a_heavier_source_that_was_not_asked_is_not_outvoted_by_its_absence(
@@ -179,10 +216,12 @@ def test_a_heavier_source_that_was_not_asked_is_not_outvoted_by_its_absence(
     archive that stood first is ranked fourth and never asked, so the lie was given
     unopposed. Weighed against the claim the archive has its precedence and the newcomers
     their tenure: the lie is refused and the reason says the archive was not asked."""
-    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+    clock = Clock()
+    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
         kb.ingest([Document(id="halden-bridge", text=TRUTH)] +
                   [Document(id=f"library-{n}", text=FILLER[n]) for n in range(2)],
                   tier="neutral", writer="archive")
+        clock.advance(YEAR)
         for writer in range(3):
             kb.ingest([Document(id=f"note-{writer}-{n}",
                                 text=f"Garden club note {n} by member {writer}: plot "
@@ -246,8 +285,9 @@ def test_an_answer_resting_on_passages_ring2_could_not_read_reopens_the_question
         tmp_path: Path) -> None:
     """Ring 2 reads claims by the question's words, so the lies are no side and the question
     looks uncontested; the reader believes them. The answer rests on passages of another
-    source than the one Ring 2 read, so Ring 3 counts the sides again, asks each source, and
-    the established archive outweighs the newcomer."""
+    source than the one Ring 2 read, so Ring 3 counts the sides again and asks each source;
+    the newcomer's passages are not about the question (they share none of its terms), so
+    its claim takes no part in the weighing and the archive's answer is unopposed."""
     reader = FooledReader("Marco Bellini", ExtractiveReader())
     with _unread_kb(tmp_path / "kb", liar="mallory") as kb:
         answer = build_defense("full", kb, [reader]).ask(QUESTION)
@@ -255,8 +295,7 @@ def test_an_answer_resting_on_passages_ring2_could_not_read_reopens_the_question
     reasons = " ".join(answer.trace.gate.reasons)
     assert "contested after the answer" in reasons and "lie-" in reasons
     verdict = answer.trace.evidence.verdicts[-1]
-    assert verdict.outcome == "stands" and "Ada Lindqvist" in verdict.support.claim
-    assert verdict.opposition is not None and verdict.opposition.claim == "Marco Bellini"
+    assert verdict.outcome == "unopposed" and "Ada Lindqvist" in verdict.support.claim
     calls = answer.trace.ring3.rounds  # the first answer is traced with the sources' rounds
     assert calls[0].votes[0].answer == "Marco Bellini" and len(calls) >= 3
 
@@ -289,10 +328,12 @@ STYLED_LIES = [
 def _sleeper_kb(path: Path, documents: int) -> KnowledgeBase:
     """The archive first; then five writers who each store ``documents`` benign notes (a
     track record), and then each post one differently styled lie, one batch each, within
-    seconds of each other."""
-    kb = KnowledgeBase.open(path, create=True)
+    seconds of each other. The archive is a year old (the KB's clock)."""
+    clock = Clock()
+    kb = KnowledgeBase.open(path, create=True, clock=clock)
     kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
               + [Document(id="halden-bridge", text=TRUTH)], tier="neutral", writer="archive")
+    clock.advance(YEAR)
     for writer in range(5):
         kb.ingest([Document(id=f"note-{writer}-{n}",
                             text=f"Garden club note {n} by member {writer}: plot {n * 7 + writer} "
@@ -310,8 +351,8 @@ def test_sleepers_posting_together_are_one_source_and_the_archive_stands(
     """Five writers with track records post one lie in five styles (not near-duplicates):
     counted apart they conflict with the established archive and deny the answer; their posts
     entered the KB within seconds, so the evidence counts them once and the archive stands.
-    The same KB with the burst rule off (and the tenure rule, which caps writers who post
-    right after their first document) shows what it changes."""
+    With the burst and tenure rules off the archive still stands: the five are new sources,
+    whose number is no evidence (their heaviest counts)."""
     from trishield.rings.retrieval_scorer import ScorerConfig
     from trishield.settings import PipelineConfig
 
@@ -330,8 +371,12 @@ def test_sleepers_posting_together_are_one_source_and_the_archive_stands(
     assert verdict.opposition is not None
     assert [s.burst for s in verdict.opposition.sources] == [True]
     assert len(verdict.opposition.sources[0].writers) >= 2
-    assert apart.refused and "conflicting sources" in apart.reason, apart.reason
-    assert "Bellini" not in (apart.answer or "")
+    assert not apart.refused and "Ada Lindqvist" in apart.answer, apart.reason
+    (*_, apart_verdict) = apart.trace.evidence.verdicts
+    assert apart_verdict.opposition is not None
+    lies = apart_verdict.opposition.sources
+    assert len(lies) >= 2 and all(s.new for s in lies)
+    assert apart_verdict.opposition.weight == pytest.approx(max(s.weight for s in lies))
     from rich.console import Console
 
     from trishield.trace_view import render_answer

@@ -112,21 +112,24 @@ DAY = 86_400.0
 
 def test_independent_sybils_with_no_record_lose_to_an_established_writer() -> None:
     """Five distinct one-document writers, days apart, against a writer with a long record
-    whose passage was in the KB first: precedence and track record outweigh their number."""
-    items = [_item(0, TRUE, "wiki", at=1.0)] + [
+    whose passage stood a year: time stood and track record outweigh them, and their number
+    is no evidence (the heaviest new source counts)."""
+    items = [_item(0, TRUE, "wiki", at=1.0 - 365 * DAY)] + [
         _item(i + 1, lie, f"sybil{i}", at=100.0 + 2 * DAY * i) for i, lie in enumerate(LIES)]
     records = {"wiki": 5000, **{f"sybil{i}": 1 for i in range(5)}}
     evidence = Evidence(QUESTION, items, _orthogonal(len(items)), records)
     verdict = evidence.judge(_claims(evidence))
     assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
     assert verdict.support.sources[0].established
+    assert verdict.support.weight == pytest.approx(2.0, abs=0.01)  # a year: full precedence
     assert verdict.opposition is not None and len(verdict.opposition.sources) == 5
+    assert verdict.opposition.weight == pytest.approx(record(1, evidence.config))  # as one
 
 
 def _sleepers(spacing: float) -> Evidence:
-    """The truth by an established writer, then five writers with long records (sleepers),
-    each posting one distinct paraphrase of the lie, ``spacing`` seconds apart."""
-    items = [_item(0, TRUE, "wiki", at=1.0)] + [
+    """The truth by a writer whose passage stood a year, then five writers with long records
+    (sleepers), each posting one distinct paraphrase of the lie, ``spacing`` seconds apart."""
+    items = [_item(0, TRUE, "wiki", at=10 * DAY - 365 * DAY)] + [
         _item(i + 1, lie, f"sleeper{i}", at=10 * DAY + spacing * i, batch=i + 10)
         for i, lie in enumerate(LIES)]
     records = {"wiki": 5000, **{f"sleeper{i}": 1000 for i in range(5)}}
@@ -147,15 +150,18 @@ def test_sleepers_posting_together_count_once() -> None:
     assert row["burst"] is True and len(row["passages"]) == 5
 
 
-def test_sleepers_a_day_apart_are_independent_again() -> None:
-    """The window is the price of the rule, not a wall: writers who wait more than a day
-    between posts are separate sources again, and five full records then overturn one
-    established source (the documented limit)."""
+def test_sleepers_a_day_apart_are_independent_again_but_their_number_is_no_evidence(
+        ) -> None:
+    """Writers who wait more than a day between posts are separate sources again, but five
+    new sources weigh as their heaviest (1.0), which does not overturn a source that stood a
+    year (2.0). Before time stood was weighed, five full records (5.0) overturned it."""
     evidence = _sleepers(spacing=DAY + 1)
     verdict = evidence.judge(_claims(evidence))
-    assert verdict.support.label == "Marco Bellini" and verdict.outcome == "stands"
-    assert len(verdict.support.sources) == 5
-    assert not any(source.burst for source in verdict.support.sources)
+    assert verdict.support.label == "Ada Lindqvist" and verdict.outcome == "stands"
+    assert verdict.opposition is not None and len(verdict.opposition.sources) == 5
+    assert not any(source.burst for source in verdict.opposition.sources)
+    assert all(source.new for source in verdict.opposition.sources)
+    assert verdict.opposition.weight == pytest.approx(1.0)
 
 
 def _patient_sleepers(writing_for: float) -> Evidence:
@@ -185,8 +191,7 @@ def test_patient_sleepers_with_a_newcomers_tenure_weigh_as_newcomers() -> None:
     """Sleepers a day apart escape the burst rule; each has a full record by volume (1,000
     documents) but wrote its first one a day before posting: each weighs a day's tenure, and
     the archive that stood first is given. The trace says what capped them. Writing for a
-    week first buys a week's tenure each: together they then deny the archive its answer
-    (conflicting sources), and still do not have theirs given."""
+    week first buys a week's tenure each, and five of them still weigh as one."""
     evidence = _patient_sleepers(writing_for=DAY)
     verdict = evidence.judge(_claims(evidence))
     assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
@@ -200,15 +205,16 @@ def test_patient_sleepers_with_a_newcomers_tenure_weigh_as_newcomers() -> None:
         assert source.as_dict(evidence.items)["tenure"] == round(day, 4)
     week = _patient_sleepers(writing_for=7 * DAY)
     verdict = week.judge(_claims(week))
-    assert verdict.outcome == "conflict" and verdict.support.label == "Ada Lindqvist"
+    assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
     assert verdict.opposition is not None
-    assert verdict.opposition.weight == pytest.approx(5 * tenure(7 * DAY, week.config))
+    assert verdict.opposition.weight == pytest.approx(tenure(7 * DAY, week.config))
 
 
 def test_tenure_is_a_price_not_a_wall() -> None:
     """Writers that have been writing for a year when they post carry their full records
-    again: five of them overturn one established source (the documented limit), and with the
-    rule off a week's tenure is no cap either."""
+    again (and with the rule off a week's tenure is no cap either): against an archive that
+    stood a year their heaviest (1.0) is still half its weight, but against one that stood
+    only a week (1.35) they deny it its answer, a conflict."""
     for evidence in (_patient_sleepers(writing_for=365 * DAY),
                      Evidence(QUESTION, _patient_sleepers(0.0).items,
                               _orthogonal(6), {"wiki": 5000,
@@ -216,8 +222,19 @@ def test_tenure_is_a_price_not_a_wall() -> None:
                               EvidenceConfig(tenure_full_s=0),
                               writers_since=_patient_sleepers(7 * DAY).writers_since)):
         verdict = evidence.judge(_claims(evidence))
-        assert verdict.support.label == "Marco Bellini" and verdict.outcome == "stands"
-        assert all(source.tenure is None for source in verdict.support.sources)
+        assert verdict.support.label == "Ada Lindqvist" and verdict.outcome == "stands"
+        assert verdict.opposition is not None
+        assert all(source.tenure is None for source in verdict.opposition.sources)
+        assert verdict.opposition.weight == pytest.approx(1.0)
+    year = _patient_sleepers(writing_for=365 * DAY)
+    week_old = [_item(0, TRUE, "wiki", at=400 * DAY - 7 * DAY), *year.items[1:]]
+    verdict = Evidence(QUESTION, week_old, _orthogonal(6), {"wiki": 5000, **{
+        f"sleeper{i}": 1000 for i in range(5)}}, writers_since=year.writers_since
+                       ).judge(_claims(year))
+    assert verdict.outcome == "conflict"
+    stood = next(s for s in (verdict.support, verdict.opposition)
+                 if s is not None and s.label == "Ada Lindqvist")
+    assert stood.weight == pytest.approx(1 + np.log(8) / np.log(366))
 
 
 def test_tenure_caps_a_record_only_where_it_is_known_and_lower() -> None:
@@ -276,7 +293,8 @@ def test_sources_that_stood_first_are_never_merged_by_time() -> None:
     it. Newcomers of the same day against them still count once."""
     items = [_item(0, TRUE, "archive", at=1.0), _item(1, TRUE + " Source one.", "library",
                                                       at=2.0),
-             *[_item(i + 2, lie, f"sleeper{i}", at=DAY + i) for i, lie in enumerate(LIES)]]
+             *[_item(i + 2, lie, f"sleeper{i}", at=30 * DAY + i)
+               for i, lie in enumerate(LIES)]]
     evidence = Evidence(QUESTION, items, _orthogonal(len(items)), None)
     truth = evidence.sources([0, 1], [2, 3, 4, 5, 6])
     assert len(truth) == 2 and all(s.established and not s.burst for s in truth)
@@ -352,7 +370,7 @@ def test_ring2_ranks_by_independent_evidence_and_keeps_one_passage_per_cluster()
     for number, (text, writer) in enumerate(zip(texts, writers, strict=True)):
         chunk = StoredChunk(number, f"d{number}", 0, text, "", "neutral", writer, 0,
                             len(text), batch=1 if writer == "wiki" else 2,
-                            ingested_at=1.0 if writer == "wiki" else 50.0)
+                            ingested_at=1.0 if writer == "wiki" else 400 * DAY)
         candidates.append(Candidate(chunk, 0.5 if writer == "wiki" else 0.9, number + 1,
                                     "dense"))
     vectors = _orthogonal(6)
@@ -551,11 +569,12 @@ def test_bursts_equal_the_components_of_the_within_a_window_relation() -> None:
         opponents = [] if first_opposed is None else [n]
         if first_opposed is not None:
             items.append(_item(n, TRUE, "other", at=first_opposed))
-        evidence = Evidence(QUESTION, items, _orthogonal(len(items)), None,
-                            EvidenceConfig(burst_window_s=window))
+        config = EvidenceConfig(burst_window_s=window, stood_min_s=20.0)
+        evidence = Evidence(QUESTION, items, _orthogonal(len(items)), None, config)
         found = evidence.sources(range(n), opponents)
 
-        mergeable = [t is not None and not (first_opposed is not None and t < first_opposed)
+        mergeable = [t is not None and not (first_opposed is not None
+                                            and first_opposed - t >= config.stood_min_s)
                      for t in times]
         links = [[a == b or (mergeable[a] and mergeable[b]
                              and abs(times[a] - times[b]) <= window) for b in range(n)]
@@ -597,3 +616,111 @@ def test_tenure_only_lowers_a_newcomers_weight_on_random_histories() -> None:
                     assert a.weight == b.weight and a.tenure is None
                 if a.tenure is not None:
                     assert a.record == a.tenure < b.record
+
+
+# -- time stood, not order (issue 50) ---------------------------------------------------------
+MINUTE = 60.0
+YEAR = 365 * DAY
+
+
+def _two_writers(truth_at: float, lie_at: float, *, liars: int = 1,
+                 truth_tier: str = "neutral") -> Evidence:
+    """The truth by one writer and the lie by ``liars`` one-document writers (each a minute
+    after the previous one), all with one document, at the given times."""
+    items = [_item(0, TRUE, "truth", truth_tier, at=truth_at)] + [
+        _item(i + 1, LIES[i % len(LIES)] + f" Note {i}.", f"liar{i}", at=lie_at + MINUTE * i)
+        for i in range(liars)]
+    return Evidence(QUESTION, items, _orthogonal(len(items)),
+                    {item.writer: 1 for item in items},
+                    writers_since={item.writer: item.ingested_at for item in items
+                                   if item.ingested_at is not None})
+
+
+def test_precedence_grows_with_time_stood_on_a_log_scale() -> None:
+    """From nothing (less than a day stood: two sides minutes apart are both new) to the full
+    factor after a year, a week between (1.35)."""
+    from trishield.rings.evidence import established, precedence
+    config = EvidenceConfig()
+    assert precedence(None, config) == precedence(0.0, config) == 1.0
+    assert precedence(5 * MINUTE, config) == precedence(DAY - 1, config) == 1.0
+    assert not established(5 * MINUTE, config) and established(DAY, config)
+    assert precedence(DAY, config) == pytest.approx(1 + np.log(2) / np.log(366))
+    assert precedence(7 * DAY, config) == pytest.approx(1 + np.log(8) / np.log(366))
+    assert precedence(YEAR, config) == pytest.approx(2.0)
+    assert precedence(10 * YEAR, config) == 2.0
+    # the rule before time stood was weighed: any earlier source has full precedence
+    assert not established(0.0, EvidenceConfig(stood_min_s=0))
+    assert established(1.0, EvidenceConfig(stood_min_s=0))
+
+
+@pytest.mark.parametrize("truth_first", [True, False])
+def test_a_year_old_side_stands_against_a_side_minutes_old(truth_first: bool) -> None:
+    """Whichever claim stood a year is given against one written now; the order within the
+    minutes does not matter, the year does."""
+    old, new = (0.0, YEAR) if truth_first else (YEAR, 0.0)
+    evidence = _two_writers(old, new)
+    verdict = evidence.judge(_claims(evidence))
+    expected = "Ada Lindqvist" if truth_first else "Marco Bellini"  # whichever stood
+    assert verdict.outcome == "stands" and verdict.support.label == expected
+    (stood,) = verdict.support.sources
+    assert stood.established and stood.stood_s == pytest.approx(YEAR, abs=600)
+    assert verdict.opposition is not None and verdict.opposition.only_new
+
+
+@pytest.mark.parametrize("truth_first", [True, False])
+@pytest.mark.parametrize("liars", [1, 5, 40])
+def test_sides_minutes_apart_are_two_new_sides_refused_with_both_claims(
+        truth_first: bool, liars: int) -> None:
+    """Written minutes apart, in either order, neither side stood: a conflict naming both
+    claims, however many new writers stand on the lie's side (their number is no evidence)."""
+    evidence = (_two_writers(0.0, 5 * MINUTE, liars=liars) if truth_first
+                else _two_writers(5 * MINUTE * liars + 5 * MINUTE, 0.0, liars=liars))
+    for claims in (_claims(evidence), dict(reversed(list(_claims(evidence).items())))):
+        verdict = evidence.judge(claims)
+        assert verdict.outcome == "conflict"
+        assert "'Ada Lindqvist'" in verdict.reason and "'Marco Bellini'" in verdict.reason
+        assert "both sides are new" in verdict.reason
+        assert verdict.support.only_new and verdict.opposition is not None
+        assert verdict.opposition.only_new
+
+
+def test_new_writers_days_apart_are_still_no_evidence_by_their_number() -> None:
+    """A truth and a lie written minutes apart, then nineteen more sybils of the lie, each a
+    day and a second after the previous one (the burst rule does not join them): twenty new
+    sources against one are still two new sides, refused, not outvoted 20 to 1."""
+    items = [_item(0, TRUE, "truth", at=0.0)] + [
+        _item(i + 1, LIES[i % 5] + f" Note {i}.", f"sybil{i}", at=5 * MINUTE + i * (DAY + 1))
+        for i in range(20)]
+    evidence = Evidence(QUESTION, items, _orthogonal(21), {i.writer: 1 for i in items})
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.outcome == "conflict" and "both sides are new" in verdict.reason
+    lie = next(s for s in (verdict.support, verdict.opposition)
+               if s is not None and s.label == "Marco Bellini")
+    assert len(lie.sources) == 20 and not any(source.burst for source in lie.sources)
+
+
+def test_a_trusted_source_written_now_stands_against_neutral_sources_that_stood_a_year(
+        ) -> None:
+    """Tier first, as before: time stood never lets lower tiers overturn a trusted source."""
+    items = [_item(0, TRUE, "publisher", "trusted", at=YEAR)] + [
+        _item(i + 1, lie, f"archive{i}", at=0.0, batch=i) for i, lie in enumerate(LIES)]
+    evidence = Evidence(QUESTION, items, _orthogonal(6), {f"archive{i}": 5000 for i in range(5)})
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.outcome == "stands" and verdict.support.label == "Ada Lindqvist"
+    assert verdict.opposition is not None and verdict.opposition.weight > 5
+    assert not verdict.support.only_new  # a trusted source is never new
+
+
+def test_established_sources_still_add_up_and_a_writer_never_corroborates_itself() -> None:
+    """Two independent sources that stood a month outweigh one writer's two passages that
+    came later (one source, however many passages)."""
+    items = [_item(0, TRUE, "archive", at=0.0), _item(1, TRUE + " Again.", "library", at=0.0),
+             _item(2, LIES[0], "rival", at=30 * DAY), _item(3, LIES[1], "rival", at=30 * DAY)]
+    evidence = Evidence(QUESTION, items, _orthogonal(4), {"archive": 1000, "library": 1000,
+                                                          "rival": 1000})
+    verdict = evidence.judge(_claims(evidence))
+    assert verdict.outcome == "stands" and len(verdict.support.sources) == 2
+    assert all(s.established for s in verdict.support.sources)
+    assert verdict.support.weight == pytest.approx(2 * (1 + np.log(31) / np.log(366)))
+    assert verdict.opposition is not None and len(verdict.opposition.sources) == 1
+    assert verdict.opposition.weight == pytest.approx(1.0)

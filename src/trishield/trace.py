@@ -168,6 +168,12 @@ class SourceRow(_Row):
     tenure: float | None = None
     """The tenure factor that capped ``record``: how long the writer had been writing in the
     knowledge base when it wrote (docs/design.md, "Evidence"); None when nothing capped it."""
+    stood_s: float | None = None
+    """Seconds the source stood uncontested before the opposing claim arrived (0: it came
+    later; None: no opposing claim or an unknown time). Its precedence grows with it."""
+    new: bool = False
+    """A new source (timed, not trusted, not established): the number of new sources on a
+    side is no evidence, only the heaviest counts (docs/design.md, "Evidence")."""
     weight: float
 
 

@@ -58,6 +58,14 @@ def _ring3_table(ring3: Ring3Trace, gate: GateTrace | None) -> Table:
     return table
 
 
+def _stood(seconds: float | None) -> str:
+    """How long a source stood uncontested, as the evidence table says it."""
+    if not seconds:
+        return ""
+    days = seconds / 86_400
+    return f", stood {days:.0f} d" if days >= 1 else f", stood {seconds / 3600:.1f} h"
+
+
 def _evidence_table(evidence: EvidenceTrace) -> Table:
     """Each answer weighed: both sides, their independent sources and weights."""
     table = Table(title="Evidence: the claims the sources gave, weighed",
@@ -71,7 +79,8 @@ def _evidence_table(evidence: EvidenceTrace) -> Table:
             sources = "; ".join(f"{'+'.join(s.writers)} ({s.tier}, {len(s.passages)} "
                                 f"passage(s), {s.weight:.2f}"
                                 f"{', one burst' if s.burst else ''}"
-                                f"{'' if s.tenure is None else f', tenure {s.tenure:.2f}'})"
+                                f"{'' if s.tenure is None else f', tenure {s.tenure:.2f}'}"
+                                f"{_stood(s.stood_s)}{', new' if s.new else ''})"
                                 for s in claim.sources)
             table.add_row(verdict.outcome, side,
                           _short(claim.claim, 40), claim.top_tier or "-",

@@ -199,6 +199,12 @@ class PanelConsensus:
             elif not stated:
                 unheard.append(source)
         claims = answers_only(claims, question, evidence)
+        # silence is not opposition: only a side with a passage about the question that
+        # gives an answer of the asked type (which its reader did not read) stands against
+        silent = [source for source in silent
+                  if any(evidence.answers(i) for i in source.members)]
+        unheard = [source for source in unheard
+                   if any(evidence.answers(i) for i in source.members)]
         if not claims:
             why = "every source declined"
             if distrusted:
@@ -255,17 +261,23 @@ class PanelConsensus:
 def answers_only(claims: dict[str, list[int]], question: str,
                  evidence: Evidence) -> dict[str, list[int]]:
     """The sources' claims that take part in the weighing: where several compete, only
-    answers of the asked kind (:func:`~trishield.rings.claim_rules.answers_as_asked`). A
-    heavy source asked on its own passages answers with whatever they hold (the extractive
-    reader's best sentence about leave for a lighthouse's year), and its tier outweighed the
-    sources that did answer; such a claim is neither an answer nor a refusal, so it is
-    dropped, not counted as silence."""
+    answers of the asked kind (:func:`~trishield.rings.claim_rules.answers_as_asked`) given
+    by a source with a passage about the question (:meth:`Evidence.about
+    <trishield.rings.evidence.Evidence.about>`). A heavy source asked on its own passages
+    answers with whatever they hold (the extractive reader's best sentence about leave for a
+    lighthouse's year; a Super Bowl paragraph's "February 1, 2016" for Groundhog Day), and
+    its weight outweighed the sources that did answer; such a claim is neither an answer nor
+    a refusal, so it is dropped, not counted as silence. Each filter applies only where it
+    leaves a claim (else every claim is weighed as before)."""
     if len(claims) < 2:
         return claims
     titles = {normalize_answer(item.title) for item in evidence.items if item.title}
     typed = {label: members for label, members in claims.items()
-             if answers_as_asked(label, question, titles)}
-    return typed or claims
+             if answers_as_asked(label, question, titles)} or claims
+    if len(typed) < 2:
+        return typed
+    return {label: members for label, members in typed.items()
+            if any(evidence.about(i) for i in members)} or typed
 
 
 def unread_support(evidence: Evidence, result: ConsensusResult,

@@ -257,6 +257,18 @@ class KnowledgeBase:
     def read_only(self) -> bool:
         return self.store.read_only
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock that stamps this handle's writes (UTC Unix seconds): every document's
+        ``ingested_at``, and so every writer's first document (its tenure) and every source's
+        time stood in the evidence. Set only by :meth:`open`'s ``clock``, which neither the
+        CLI nor the service exposes: a client's timestamp is never provenance."""
+        return self.store.clock
+
+    def now(self) -> float:
+        """The KB clock's time (what a write now would be stamped with)."""
+        return self.store.clock()
+
     # -- opening ----------------------------------------------------------------------------
     @classmethod
     def open(
@@ -291,9 +303,12 @@ class KnowledgeBase:
         chooses where a new KB searches; for an existing KB it must match, like the other
         settings (:meth:`attach_engine` moves one deliberately).
 
-        ``clock`` (Unix seconds; default the wall clock) stamps what this handle writes: a
-        simulation can build a KB with a history (the evidence's tenure and bursts read
-        ingest times). Not exposed to writers: the service and CLI never set it.
+        ``clock`` (a callable returning UTC Unix seconds; default the wall clock) stamps what
+        this handle writes, the KB's creation included: a simulation (the PoisonedRAG matrix's
+        base KB "a year ago") can build a KB with a history, since the evidence's time stood,
+        tenure and bursts read ingest times. Not exposed to writers: the service and the CLI
+        never set it, and no field of a request or a document (front matter, a signed
+        record's ``issued_at``) becomes a stored time.
         """
         directory = Path(directory)
         if isinstance(engine, str):
@@ -317,6 +332,9 @@ class KnowledgeBase:
                              f"{', '.join(DENSE_KINDS)}")
         if embedding_model is not None:
             get_embedding_model(embedding_model)
+        if clock is not None and not callable(clock):
+            raise InputError(f"a KB clock is a callable returning Unix seconds, not "
+                             f"{type(clock).__name__}")
         store = Store(database, read_only=read_only, clock=clock or time.time)
         meta = store.meta()
         if "embedding_model" not in meta and read_only:
@@ -329,7 +347,7 @@ class KnowledgeBase:
             with store.transaction() as connection:
                 if "embedding_model" not in store.meta():
                     store.set_meta(settings.as_meta() | {"generation": "0",
-                                                         "created_at": f"{time.time():.3f}",
+                                                         "created_at": f"{store.clock():.3f}",
                                                          ENGINE_OWNER: uuid.uuid4().hex},
                                    connection)
             meta = store.meta()

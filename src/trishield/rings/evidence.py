@@ -9,14 +9,20 @@ independent evidence supports it, not because many passages say it. Three rules:
 * **Time.** Sources of one claim that entered the knowledge base within ``burst_window_s`` of
   each other (a burst) count once, unless they stood before the opposing claim: five writers
   posting one answer within minutes look coordinated, whatever records they built first.
-* **Weight.** A source weighs ``tier_weight[tier] * record * precedence``: its best tier; its
-  writer's track record (``log(1+n)/log(1+record_full)`` for ``n`` documents stored, floored at
-  ``record_floor``: a writer with one document is a weak witness); and ``precedence`` when it
-  was in the knowledge base before any document of the opposing claim (it stood uncontested).
+* **Weight.** A source weighs ``tier_weight[tier] * record * precedence(stood)``: its best
+  tier; its writer's track record (``log(1+n)/log(1+record_full)`` for ``n`` documents stored,
+  floored at ``record_floor``: a writer with one document is a weak witness); and a
+  precedence that grows with how long it stood uncontested before the opposing claim arrived,
+  on a log scale (a year for the full ``precedence``; less than ``stood_min_s`` is no time
+  stood). Order alone is nothing: two sides written minutes apart are two new sides.
+* **Number.** Writers are free, so the number of *new* sources on a side (timed, neither
+  trusted nor established by time stood) is no evidence: only the heaviest of them counts.
+  Established and trusted sources still add up.
 * **Decision.** A claim whose best tier is higher than the other's wins outright (a trusted
   source is never overturned by untrusted or neutral writers alone, whatever their number);
-  at equal best tier the heavier claim wins when it weighs at least ``margin`` times the
-  other, and otherwise the sources conflict and TriShield refuses, showing both sides.
+  at equal best tier, two sides of new sources only are a conflict (refused, both shown),
+  however many writers stand on each; otherwise the heavier claim wins when it weighs at
+  least ``margin`` times the other, and else the sources conflict and TriShield refuses.
 """
 
 from __future__ import annotations
@@ -61,8 +67,19 @@ class EvidenceConfig:
     document 0.1, ten 0.35, a hundred 0.67)."""
     record_floor: Annotated[float, Field(gt=0, le=1)] = 0.1
     precedence: Annotated[float, Field(ge=1)] = 2.0
-    """Weight factor for a source that was in the knowledge base before any document of the
-    opposing claim: a newcomer needs ``margin * precedence`` times its weight to overturn it."""
+    """Weight factor for a source that stood uncontested ``stood_full_s`` (a year) before the
+    opposing claim's first passage; a source that stood less has
+    ``1 + (precedence - 1) * log(1 + days) / log(1 + full days)`` (a day 1.12, a week 1.35, a
+    month 1.58), one that stood less than ``stood_min_s`` none (1.0). A newcomer needs
+    ``margin * precedence`` times its weight to overturn a year-old source."""
+    stood_full_s: Annotated[float, Field(gt=0)] = 365 * 86_400.0
+    """Time stood uncontested for the full ``precedence`` (the tenure's scale: a year)."""
+    stood_min_s: Annotated[float, Field(ge=0)] = 86_400.0
+    """Least time a source must have stood uncontested before the opposing claim to be
+    *established*: less (minutes, hours) is no time stood, and the source is as new as the
+    claim that opposes it. Why a day: the burst rule's scale; an attacker who anticipates a
+    question writes minutes or hours before the truth, and order alone must decide nothing.
+    0 makes any earlier source established (the rule before time stood was weighed)."""
     margin: Annotated[float, Field(ge=1)] = 2.0
     per_source: Annotated[int, Field(ge=1)] = 1
     """Context documents per near-duplicate cluster: the context holds distinct evidence (a
@@ -159,6 +176,7 @@ class Source:
     earliest: float | None
     weight: float = 0.0
     established: bool = False
+    """It stood uncontested at least ``stood_min_s`` before the opposing claim's first passage."""
     burst: bool = False
     """Several origins merged because they wrote within ``burst_window_s`` of each other."""
     tenure: float | None = None
@@ -166,13 +184,25 @@ class Source:
     source is no newcomer to the dispute (it is not later than the opposing claim's first
     passage), its times or its writers' first documents are unknown, the rule is off, or
     the writers' records are below their tenure."""
+    stood_s: float | None = None
+    """Seconds it stood uncontested before the opposing claim's first passage (0 when it came
+    later), or None when there is no opposing claim or a time is unknown."""
+
+    @property
+    def new(self) -> bool:
+        """A new source: its time is known, it is not trusted and did not stand
+        ``stood_min_s`` before the opposing claim. Writers are free, so the number of new
+        sources on a side is no evidence (:attr:`ClaimSide.weight` counts the heaviest)."""
+        return (self.earliest is not None and not self.established
+                and self.tier != "trusted")
 
     def as_dict(self, items: Sequence[Item]) -> dict[str, object]:
         return {"passages": [items[i].id for i in self.members], "writers": list(self.writers),
                 "tier": self.tier, "record": round(self.record, 4),
                 "established": self.established, "burst": self.burst,
                 "tenure": None if self.tenure is None else round(self.tenure, 4),
-                "weight": round(self.weight, 4)}
+                "stood_s": None if self.stood_s is None else round(self.stood_s, 1),
+                "new": self.new, "weight": round(self.weight, 4)}
 
 
 @dataclass(frozen=True)
@@ -184,7 +214,16 @@ class ClaimSide:
 
     @property
     def weight(self) -> float:
-        return sum(s.weight for s in self.sources)
+        """Every established, trusted or untimed source's weight, plus the heaviest new one's:
+        a thousand new writers weigh as one."""
+        new = [s.weight for s in self.sources if s.new]
+        return sum(s.weight for s in self.sources if not s.new) + (max(new) if new else 0.0)
+
+    @property
+    def only_new(self) -> bool:
+        """Every source is new (:attr:`Source.new`): nothing but writers' number stands
+        behind the claim."""
+        return bool(self.sources) and all(s.new for s in self.sources)
 
     @property
     def top_tier(self) -> str | None:
@@ -276,10 +315,30 @@ def shared_answers(claims: Sequence[PassageClaim], members: Sequence[int]) -> np
     return (incidence @ incidence.T) > 0
 
 
-def _stood_first(earliest: float | None, first_opposed: float | None) -> bool:
-    """Whether a source whose first passage entered the KB at ``earliest`` was there before
-    any passage of the opposing claim (``first_opposed``): it stood uncontested."""
-    return first_opposed is not None and earliest is not None and earliest < first_opposed
+def time_stood(earliest: float | None, first_opposed: float | None) -> float | None:
+    """Seconds a source whose first passage entered the KB at ``earliest`` stood uncontested
+    before the opposing claim's first passage (``first_opposed``); 0 when it came later; None
+    when either time is unknown (no opposing claim, passages from outside a KB)."""
+    if first_opposed is None or earliest is None:
+        return None
+    return max(0.0, first_opposed - earliest)
+
+
+def established(stood_s: float | None, config: EvidenceConfig) -> bool:
+    """Whether a source stood long enough (``stood_min_s``, and more than an instant) to have
+    precedence over the opposing claim."""
+    return stood_s is not None and stood_s > 0 and stood_s >= config.stood_min_s
+
+
+def precedence(stood_s: float | None, config: EvidenceConfig) -> float:
+    """The weight factor time stood earns: 1 for a source that is not :func:`established`,
+    else ``1 + (precedence - 1) * log(1 + days) / log(1 + full days)``, at most
+    ``precedence`` (a year: the same log scale as tenure, so each further day counts less)."""
+    if not established(stood_s, config):
+        return 1.0
+    assert stood_s is not None
+    return 1.0 + (config.precedence - 1.0) * log_share(stood_s / DAY_S,
+                                                       config.stood_full_s / DAY_S, 0.0)
 
 
 class Evidence:
@@ -297,6 +356,7 @@ class Evidence:
         """Each writer's first stored document (its time), for :func:`tenure`; a writer not
         in it (or passages given from outside a knowledge base) is not capped by tenure."""
         asked = read_question(question)
+        self.question_terms = len(asked.terms)
         self.claims: list[PassageClaim] = [
             claim_of(asked, i.text, i.reading, subject_terms(i.title) if i.title else "")
             for i in self.items]
@@ -352,16 +412,16 @@ class Evidence:
             writers = tuple(sorted({self.items[i].writer for i in group}))
             tier = max((self.items[i].tier for i in group), key=TIER_ORDER.__getitem__)
             earliest = self._earliest(group)
-            established = _stood_first(earliest, first_opposed)
+            stood = time_stood(earliest, first_opposed)
             standing, capped_by = max(
                 (self._standing(writer, group, first_opposed) for writer in writers),
                 key=lambda pair: pair[0])
             weight = (self.config.tier_weight.get(tier, self.config.tier_weight["untrusted"])
-                      * standing * (self.config.precedence if established else 1.0)
+                      * standing * precedence(stood, self.config)
                       * (self.config.flagged_weight if self.suspects.intersection(group)
                          else 1.0))
-            found.append(Source(group, writers, tier, standing, earliest, weight, established,
-                                burst, capped_by))
+            found.append(Source(group, writers, tier, standing, earliest, weight,
+                                established(stood, self.config), burst, capped_by, stood))
         return tuple(found)
 
     def _standing(self, writer: str, group: Sequence[int], first_opposed: float | None
@@ -399,7 +459,8 @@ class Evidence:
         window = self.config.burst_window_s
         timed = sorted((earliest, position) for position, group in enumerate(groups)
                        if (earliest := self._earliest(group)) is not None
-                       and not _stood_first(earliest, first_opposed))
+                       and not established(time_stood(earliest, first_opposed),
+                                           self.config))
         if window <= 0 or len(timed) < 2:
             return [(group, False) for group in groups]
         runs: dict[int, list[int]] = {}  # first position of a burst -> its positions
@@ -420,6 +481,23 @@ class Evidence:
         return merged
 
     # -- claims -----------------------------------------------------------------------------
+    def about(self, index: int) -> bool:
+        """Whether passage ``index`` is about the question enough to take part in a dispute:
+        it holds half the question's terms (Ring 2's ``about_question``, its title counted)
+        and at least two of them (all, for a question of one term). Why two: "What day is
+        groundhog's day?" has two terms, and a Super Bowl paragraph that says "Media Day
+        was held on February 1, 2016" holds one, half of them; its writer's weight then
+        outweighed the new writer who answered "February 2"."""
+        held = round(self.claims[index].relevance * self.question_terms)
+        return (self.claims[index].about_question
+                and held >= min(2, self.question_terms))
+
+    def answers(self, index: int) -> bool:
+        """Whether passage ``index`` is :meth:`about` the question and gives a candidate
+        answer of the asked type (Ring 2's reading): only such a passage's silence can stand
+        against a claim (silence is not opposition)."""
+        return self.about(index) and bool(self.claims[index].spans)
+
     def claim_groups(self, members: Sequence[int]) -> list[list[int]]:
         """``members`` grouped into claims by their candidate answers: two passages that share
         one state the same claim (and so does a chain of such passages). Ring 2's ``S_ev``."""
@@ -470,8 +548,9 @@ class Evidence:
 
 def decide(best: ClaimSide, runner_up: ClaimSide, config: EvidenceConfig) -> Verdict:
     """The best claim (ranked by top tier, then weight) against the runner-up: a higher tier
-    wins outright; at the same tier the best needs ``margin`` times the runner-up's weight,
-    else the sources conflict."""
+    wins outright; at the same tier two sides of new sources only conflict whatever they
+    weigh (tier, signatures and time stood decide, not the number of writers), else the best
+    needs ``margin`` times the runner-up's weight, else the sources conflict."""
     ours = TIER_ORDER[best.top_tier or "untrusted"]
     theirs = TIER_ORDER[runner_up.top_tier or "untrusted"]
     if theirs > ours:
@@ -481,6 +560,12 @@ def decide(best: ClaimSide, runner_up: ClaimSide, config: EvidenceConfig) -> Ver
                                  f"{runner_up.label!r} only {runner_up.top_tier}",
                        best, runner_up)
     a, b = best.weight, runner_up.weight
+    if best.only_new and runner_up.only_new:
+        return Verdict("conflict", f"conflicting sources: {best.label!r} (weight {a:.2f}) vs "
+                                   f"{runner_up.label!r} ({b:.2f}): both sides are new (no "
+                                   "trusted or signed source, none stood "
+                                   f"{config.stood_min_s / 3600:g} h uncontested), and the "
+                                   "number of new writers is no evidence", best, runner_up)
     if a >= config.margin * b:
         return Verdict("stands", f"{best.label!r} has independent support {a:.2f} >= "
                                  f"{config.margin:g} x {b:.2f} for {runner_up.label!r}",

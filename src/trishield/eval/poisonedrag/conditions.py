@@ -32,6 +32,18 @@ family and writer setting):
 * ``patient``   the sleepers' campaign over simulated days (the KB's clock): records a day
                 after the base, sleeper *i*'s posts a week and *i* days later, so no two
                 post within a day (no burst) and each has a week's tenure. Probe only.
+
+Every setting writes a year after the base KB (the KB's clock, :mod:`.schedules`), and the
+timed settings test time itself (``trishield eval poisonedrag --time-conditions``):
+
+* ``attacker-first``       the targets' true passages are taken out of the base and written
+                           again by a new neutral writer ten minutes *after* the poisons,
+                           each poison by its own neutral writer;
+* ``attacker-first-week``  the same, the truth a week after the poisons;
+* ``farming``              each poison's own writer first stores 200 filler documents;
+* ``insider``              one writer with a year of tenure and 1,000 documents posts every
+                           poison; with ``trusted-clean`` provenance the clean passages are
+                           signed (the defense there is a trusted source).
 """
 
 from __future__ import annotations
@@ -50,7 +62,8 @@ from trishield.kb import KnowledgeBase
 from trishield.kb.retrieval import Candidate
 
 PROVENANCE_SETTINGS = ("neutral", "untrusted", "trusted-clean", "forged", "forged-unchecked")
-WRITER_SETTINGS = ("attacker", "sybil", "sleeper", "patient")
+WRITER_SETTINGS = ("attacker", "sybil", "sleeper", "patient", "attacker-first",
+                   "attacker-first-week", "farming", "insider")
 SWEEP_FRACTIONS = (0.2, 0.4, 0.5, 0.6, 0.8)
 SWEEP_SEARCH_DEPTH = 400
 """How deep the sweep looks for a target's poisons in the poisoned KB (dense search is cheap)."""
@@ -75,7 +88,8 @@ class Condition:
         if self.writers not in WRITER_SETTINGS:
             raise InputError(f"unknown writer setting {self.writers!r}; choose from "
                              f"{', '.join(WRITER_SETTINGS)}")
-        if self.writers != "attacker" and (self.provenance != "neutral"
+        signed_truth = self.writers == "insider" and self.provenance == "trusted-clean"
+        if self.writers != "attacker" and ((self.provenance != "neutral" and not signed_truth)
                                            or self.fraction is not None):
             raise InputError(f"condition {self.name!r}: the {self.writers} writer setting is "
                              "defined for neutral provenance without a poison fraction only")

@@ -29,7 +29,6 @@ import itertools
 import json
 import random
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -37,6 +36,15 @@ from pathlib import Path
 from trishield.errors import InputError
 from trishield.eval.poisonedrag.attacks import Target, get_family
 from trishield.eval.poisonedrag.conditions import WRITER_SETTINGS
+from trishield.eval.poisonedrag.schedules import (
+    BASE_AGE_DAYS,
+    FARMING_DOCUMENTS,
+    INSIDER_DOCUMENTS,
+    TIMED_SETTINGS,
+    KBClock,
+    attack_time,
+    write_timed,
+)
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import DATASETS, wiki5k_documents
 from trishield.rings.analysis import DEFAULT_ANALYSER
@@ -164,27 +172,28 @@ def sleeper_record(base: Path, documents: int) -> list[list[Document]]:
 
 
 class SimulatedDay:
-    """The KB clock of the ``patient`` setting: whole days after the base KB's last document
-    (plus the wall clock's seconds since this build began, so that writes keep their order).
-    Counted from the base, which a build never changes, so a resumed build sets the same
-    days again."""
+    """The KB clock of the ``patient`` setting: whole days after the attack's time (the base
+    KB's last document and :data:`BASE_AGE_DAYS`), plus the wall clock's seconds since this
+    build began, so that writes keep their order. Counted from the base, which a build never
+    changes, so a resumed build sets the same days again."""
 
     def __init__(self, base: Path):
-        with KnowledgeBase.open(base, read_only=True) as kb:
-            self.origin = max((d["ingested_at"] for d in kb.documents()), default=0.0)
-        self.started = time.time()
-        self.day = 0
+        self.clock = KBClock.of_base(base)
+        self.origin = self.clock.origin
+        self.set(0)  # the attack's day: a year after the base
 
     def set(self, day: int) -> None:
         self.day = day
+        self.clock.at(attack_time() + day * DAY_S)
 
     def now(self) -> float:
-        return self.origin + self.day * DAY_S + (time.time() - self.started)
+        return self.clock.now()
 
 
 def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Target],
                  seed: int, *, guarded: bool, guard: GuardConfig | None = None,
                  writers: str = "attacker", sleeper_documents: int = SLEEPER_DOCUMENTS,
+                 filler_documents: int | None = None,
                  say: Callable[[str], None] | None = None) -> Path:
     """``base`` + the family's poisons for ``targets``: by the untrusted attacker in one batch,
     or (``writers="sybil"``) each by its own neutral writer in its own batch, or
@@ -193,6 +202,11 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
     target by sleeper *i*, each poison in its own batch. ``writers="patient"`` is the same
     campaign spread over simulated days (the KB's clock, :data:`PATIENT_LEAD_DAYS`): records
     a day after the base's last document, sleeper *i*'s posts a week and *i* days later.
+    Every setting writes a year (:data:`BASE_AGE_DAYS`) after the base's last document (the
+    KB's clock, :mod:`.schedules`); the timed settings (``attacker-first``,
+    ``attacker-first-week``, ``farming``, ``insider``) are written by
+    :func:`~.schedules.write_timed`, with ``filler_documents`` per writer (default
+    :data:`FARMING_DOCUMENTS` or :data:`INSIDER_DOCUMENTS`).
 
     A sybil KB takes one ingest per poison (thousands on wiki5k), so its build resumes after
     an interruption: every ingest is atomic, and a poison already stored or quarantined in
@@ -204,6 +218,10 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
             or sleeper_documents < 0:
         raise InputError(f"sleeper documents must be a whole number >= 0, got "
                          f"{sleeper_documents!r}")
+    if filler_documents is not None and (isinstance(filler_documents, bool) or not isinstance(
+            filler_documents, int) or filler_documents < 0):
+        raise InputError(f"filler documents must be a whole number >= 0, got "
+                         f"{filler_documents!r}")
     guard = guard or GuardConfig()
     per_target = [get_family(family).poisons(target, seed) for target in targets]
     poisons = [doc for docs in per_target for doc in docs]
@@ -213,13 +231,20 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
              "poisons": [[d.id, d.content_hash] for d in poisons]}
     if writers != "attacker":  # the single-attacker fingerprints stay as they were
         parts["writers"] = writers
+    parts["base_age_days"] = BASE_AGE_DAYS  # the poisons are written a year after the base
     sleepers = writers in ("sleeper", "patient")
+    timed = writers in TIMED_SETTINGS
     if sleepers:
         parts["sleeper_documents"] = sleeper_documents
+    if timed:
+        sleeper_documents = {"farming": FARMING_DOCUMENTS, "insider": INSIDER_DOCUMENTS}.get(
+            writers, 0) if filler_documents is None else filler_documents
+        parts["filler_documents"] = sleeper_documents
     if writers == "patient":
         parts["patient_lead_days"] = PATIENT_LEAD_DAYS
     fingerprint = _fingerprint(parts)
-    setting = {"attacker": "", "sybil": "sybil-"}.get(
+    setting = {"attacker": "", "sybil": "sybil-", "attacker-first": "attacker-first-",
+               "attacker-first-week": "attacker-first-week-"}.get(
         writers, f"{writers}{sleeper_documents}-")
     name = (f"{base.name.removeprefix('base-')}-{setting}{family}-"
             f"{'guarded' if guarded else 'plain'}")
@@ -230,7 +255,9 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
 
     def make_single(staging: Path) -> dict:
         copy_base(staging)
-        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER) as kb:
+        clock = KBClock.of_base(base)
+        clock.at(attack_time())
+        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER, clock=clock.now) as kb:
             report = kb.ingest(poisons, tier="untrusted", writer=ATTACKER,
                                source=f"attack family {family}", guard=screener)
         return {"poisons": len(poisons), "writers": writers, "batches": 1,
@@ -245,19 +272,17 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
             (staging / RESUME).write_text(json.dumps({"fingerprint": fingerprint}))
         number_of = {doc.id: n for docs in per_target for n, doc in enumerate(docs)}
         order = sybil_batches(per_target)
-        day = SimulatedDay(base) if writers == "patient" else None
-        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER,
-                                clock=None if day is None else day.now) as kb:
+        day = SimulatedDay(base)  # the sleepers' records and posts (patient: days apart)
+        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER, clock=day.now) as kb:
             for sleeper, documents in enumerate(records):
                 if documents:
-                    if day is not None:
-                        day.set(1)
+                    day.set(1 if writers == "patient" else 0)
                     kb.ingest(documents, tier="neutral", writer=sleeper_writer(sleeper),
                               source="sleeper record", guard=screener)
             for number, doc in enumerate(order, start=1):
                 writer = (sybil_writer(doc.id) if writers == "sybil"
                           else sleeper_writer(number_of[doc.id] % SLEEPERS))
-                if day is not None:
+                if writers == "patient":
                     day.set(1 + PATIENT_LEAD_DAYS + number_of[doc.id] % SLEEPERS)
                 kb.ingest([doc], tier="neutral", writer=writer,
                           source=f"attack family {family}", guard=screener)
@@ -274,8 +299,22 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
                                                            if q["id"] not in ids)}
         return facts
 
+    def make_timed(staging: Path) -> dict:
+        """A timed setting (:mod:`.schedules`): the campaign on the KB's clock."""
+        copy_base(staging)
+        clock = KBClock.of_base(base)
+        with KnowledgeBase.open(staging, analyser=DEFAULT_ANALYSER, clock=clock.now) as kb:
+            facts = write_timed(kb, clock, writers, targets, per_target, family=family,
+                                screener=screener, documents=sleeper_documents, say=say)
+            ids = {doc.id for doc in poisons}
+            held = kb.store.quarantined()
+        return facts | {"poisons": len(poisons), "writers": writers,
+                        "quarantined": sorted(q["id"] for q in held if q["id"] in ids)}
+
     if writers == "attacker":
         return _build(work_dir / name, fingerprint, make_single)
+    if timed:
+        return _build(work_dir / name, fingerprint, make_timed)
     return _build(work_dir / name, fingerprint, make_one_by_one, resumable=True)
 
 

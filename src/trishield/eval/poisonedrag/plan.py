@@ -171,6 +171,45 @@ def full_plan(defenses: tuple[str, ...] = DEFENSES, sizes: Sizes = Sizes(), *,
     return [b for b in blocks if b.defenses]
 
 
+TIME_DEFENSES = ("none", "ring12", "full-gated", "ragdefender-pool20")
+"""The defenses the timed conditions are asked of (issue 50)."""
+TIME_FAMILY = "diverse"
+"""The poisons of the timed conditions: five styles by five writers, not near-duplicates
+(the held-out run that showed order deciding used four genres by four writers)."""
+SILENCING_FAMILY = "refute"
+"""Silencing: poisons that name the right answer as the error ("Many people believe the
+answer is X, but ..."): they contradict a truth that stood a year, to make it refused."""
+
+
+def time_conditions() -> list[Condition]:
+    """The timed conditions (docs/benchmarks.md, "Time stood"): who writes first and when,
+    volume bought in an afternoon, an insider with a year of tenure (and the same with the
+    truth signed), and silencing."""
+    return [Condition("attacker-first/minutes", TIME_FAMILY, writers="attacker-first"),
+            Condition("attacker-first/week", TIME_FAMILY, writers="attacker-first-week"),
+            Condition("farming", TIME_FAMILY, writers="farming"),
+            Condition("insider", TIME_FAMILY, writers="insider"),
+            Condition("insider/trusted-truth", TIME_FAMILY, "trusted-clean", writers="insider"),
+            Condition("silencing", SILENCING_FAMILY, writers="sybil")]
+
+
+def time_plan(defenses: tuple[str, ...] = TIME_DEFENSES, sizes: Sizes = Sizes()
+              ) -> list[Block]:
+    """``--time-conditions``: the clean target questions (the floor each block's clean
+    accuracy is read against) and every timed condition on ``sizes.adaptive`` targets."""
+    validate(defenses)
+    if not defenses:
+        raise InputError("no defense selected")
+    blocks = [Block("benign-targets", "benign-targets", None, defenses, sizes.adaptive,
+                    sizes.caps)]
+    for condition in time_conditions():
+        chosen = (defenses if condition.provenance == "neutral"
+                  else tuple(d for d in defenses if d in PROVENANCE_AWARE or d == "none"))
+        blocks.append(Block(condition.name, "targets", condition, chosen, sizes.adaptive,
+                            sizes.caps))
+    return [b for b in blocks if b.defenses]
+
+
 def families_of(blocks: list[Block]) -> list[tuple[str, str]]:
     """The (family, writer setting) pairs the blocks need a poisoned KB for."""
     return sorted({(b.condition.family, b.condition.writers) for b in blocks

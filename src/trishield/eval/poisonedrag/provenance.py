@@ -88,8 +88,9 @@ class Provenance:
         if setting == "untrusted":
             return stored
         poison = is_poison(doc_id)
-        if poison and setting == "trusted-clean":
-            return stored  # the attacker attaches no tag at all
+        if (poison or doc_id.startswith(("filler:", "sleeper:"))) \
+                and setting == "trusted-clean":
+            return stored  # the attacker attaches no tag at all (nor to its own filler)
         if poison and setting == "forged-unchecked":
             self.checks[doc_id] = f"tag claims {PUBLISHER}; accepted without a check"
             return Tier.TRUSTED.value

@@ -27,10 +27,12 @@ from trishield.eval.poisonedrag.defenses import DEFENSES, info, make_asker
 from trishield.eval.poisonedrag.plan import (
     QUICK_DEFENSES,
     QUICK_SIZES,
+    TIME_DEFENSES,
     Block,
     Sizes,
     families_of,
     full_plan,
+    time_plan,
 )
 from trishield.eval.poisonedrag.provenance import Provenance
 from trishield.eval.poisonedrag.questions import (
@@ -54,6 +56,9 @@ from trishield.llm.panel import (
 from trishield.settings import PipelineConfig
 
 Progress = Callable[[int, int, str], None]
+QUICK_FILLER = {"farming": 20, "insider": 100}
+"""``--quick``: the filler each farming writer and the insider store (200 and 1,000 in the
+real run): embedding them is most of a timed KB's build."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,11 @@ class PoisonedRAGOptions:
     KBs are rebuilt identically from the data and the seed); one of another configuration
     is refused, as in the work dir."""
     sizes: Sizes = field(default_factory=Sizes)
+    time_conditions: bool = False
+    """Ask the timed conditions instead of the matrix (:func:`.plan.time_plan`: who writes
+    first and when, farming, insider, silencing), each on ``sizes.adaptive`` targets."""
+    time_targets: int | None = None
+    """With ``time_conditions``: the targets per block (default ``sizes.adaptive``)."""
     progress: Progress = field(default=lambda done, total, label: None)
     say: Callable[[str], None] = field(default=lambda message: None)
 
@@ -137,9 +147,16 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
         options = replace(options, sizes=QUICK_SIZES, kb_profile="mini")
         if options.defenses == DEFENSES:
             options = replace(options, defenses=QUICK_DEFENSES)
+    if options.time_conditions:
+        if options.defenses in (DEFENSES, QUICK_DEFENSES):
+            options = replace(options, defenses=TIME_DEFENSES)
+        if options.time_targets is not None:
+            options = replace(options, sizes=replace(options.sizes,
+                                                     adaptive=options.time_targets))
     config = _config(options)
     fingerprint = _fingerprint(options, config)
-    blocks = full_plan(options.defenses, options.sizes, quick=options.quick)
+    blocks = (time_plan(options.defenses, options.sizes) if options.time_conditions
+              else full_plan(options.defenses, options.sizes, quick=options.quick))
     targets = load_targets()
     order = seeded_order(targets, options.seed)
     attacked = order[:max(b.size for b in blocks if b.questions == "targets")]
@@ -160,7 +177,8 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
                 f"{'Ring 1 at ingest' if guarded else 'plain'})")
             family_kbs[family, writers, guarded] = kbs.build_family(
                 options.work_dir, base, family, attacked, options.seed, guarded=guarded,
-                writers=writers, say=say)
+                writers=writers, say=say,
+                filler_documents=QUICK_FILLER.get(writers) if options.quick else None)
     stored = _stored_ids(base)
 
     asked = {block.name: block_questions(block, order, stored, options.seed)
@@ -256,7 +274,8 @@ def _payload(options: PoisonedRAGOptions, blocks: list[Block], asked: dict[str, 
                                       for m in options.panel],
             "second_reader": options.second_reader,
             "reader": "the first panel member answers for every single-reader defense",
-            "pipeline": asdict(config), "sizes": asdict(options.sizes)},
+            "pipeline": asdict(config), "sizes": asdict(options.sizes),
+            "time_conditions": options.time_conditions},
         "datasets": {name: file_sha256(DATASETS[name].verified_path())
                      for name in ("poisonedrag-nq", "poisonedrag-nq-gt", "squad-dev",
                                   "nq-open", "squadshifts-new-wiki")},

@@ -405,6 +405,8 @@ function claimColumn(side, claim, cls) {
       claim.sources.map((s) => "source: " + s.writers.join("+") + " (" + s.tier + ", " +
         s.passages.length + " passage(s), weight " + num(s.weight, 2) +
         (s.established ? ", established" : "") +
+        (s.stood_s ? ", stood " + num(s.stood_s / 86400, 1) + " d uncontested" : "") +
+        (s.new ? ", new (its number is no evidence)" : "") +
         (s.burst ? ", one burst: posted within a day of each other" : "") +
         (s.tenure == null ? "" : ", record capped by tenure at " + num(s.tenure, 2)) + ")")),
     passages: [...new Set(claim.sources.flatMap((s) => s.passages))],
