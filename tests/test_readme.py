@@ -4,7 +4,8 @@ is a fragment (its first line is a ``# fragment`` comment).
 * ``python`` blocks run, in order, in one scratch directory (each as ``__main__``);
 * ``toml`` blocks are configuration files: ``trishield config check`` must accept them;
 * ``bash`` blocks: every ``trishield`` command must name a real command and only options
-  that command has (what its ``--help`` lists), so the README cannot drift from the CLI.
+  that command has (what its ``--help`` lists), so the README cannot drift from the CLI;
+  docs/guide-cli.md's synopses of every command are checked the same way.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from click.testing import CliRunner
 from trishield.cli import cli
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = README.parent / "docs" / "guide-cli.md"
+"""The command line's full tour: its command synopses are checked like the README's."""
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 
-def blocks(language: str) -> list[str]:
-    found = [body for lang, body in BLOCK.findall(README.read_text(encoding="utf-8"))
+def blocks(language: str, path: Path = README) -> list[str]:
+    found = [body for lang, body in BLOCK.findall(path.read_text(encoding="utf-8"))
              if lang == language]
     return [body for body in found if not body.lstrip().startswith("# fragment")]
 
@@ -60,20 +63,29 @@ def test_toml_blocks_are_valid_configurations(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.output
 
 
-def _commands() -> list[list[str]]:
-    commands = []
-    for body in blocks("bash"):
+OPTION = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
+
+
+def _commands(path: Path) -> list[list[str]]:
+    """Each ``trishield`` command of the file's shell blocks, as words; an indented line
+    continues the command above it (the synopses in docs/guide-cli.md)."""
+    commands: list[list[str]] = []
+    for body in blocks("bash", path):
         for line in body.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
             if words and words[0] == "trishield":
                 commands.append(words[1:])
+            elif words and line.startswith(" ") and commands:
+                commands[-1].extend(words)
     return commands
 
 
 def _check(words: list[str]) -> None:
+    """The command path names real commands, and every option written (also inside
+    ``[--opt VALUE]`` or ``--a|--b``) is one of the command's options."""
     command: click.Command = cli
     path = ["trishield"]
-    while isinstance(command, click.Group) and words and not words[0].startswith("-"):
+    while isinstance(command, click.Group) and words and not words[0].startswith(("-", "[")):
         name = words.pop(0)
         # get_command, not .commands: a group may load its commands lazily
         found = command.get_command(click.Context(command), name)
@@ -83,13 +95,13 @@ def _check(words: list[str]) -> None:
     options = {opt for param in command.params if isinstance(param, click.Option)
                for opt in [*param.opts, *param.secondary_opts]} | {"-h", "--help"}
     for word in words:
-        if word.startswith("-"):
-            flag = word.split("=", 1)[0]
+        for flag in OPTION.findall(word):
             assert flag in options, f"{' '.join(path)} has no option {flag}"
 
 
-def test_shell_commands_exist_with_their_options() -> None:
-    commands = _commands()
+@pytest.mark.parametrize("path", [README, GUIDE])
+def test_shell_commands_exist_with_their_options(path: Path) -> None:
+    commands = _commands(path)
     assert len(commands) >= 10
     for words in commands:
         _check(list(words))
