@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install install-runtime demo test lint bench clean
+.PHONY: install install-runtime demo test lint bench dist clean
 
 # The browser tests drive Debian's chromium through chromium-driver (never a browser download).
 BROWSER_PACKAGES := chromium chromium-driver
@@ -60,12 +60,16 @@ test: install
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 bench: install
 	$(VENV)/bin/trishield models install all-mpnet-base-v2
 	$(VENV)/bin/python benchmarks/foundation.py
 
+# the sdist and the wheel in dist/ (the wheel built from the sdist), as a user installs them
+dist: install
+	$(VENV)/bin/python -m build --no-isolation --outdir dist .
+
 clean:
-	rm -rf $(VENV) .trishield .pytest_cache
+	rm -rf $(VENV) .trishield .pytest_cache dist

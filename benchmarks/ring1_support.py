@@ -1,8 +1,8 @@
 """What the Ring 1 benchmarks share: real knowledge bases, built fast without changing a
 verdict.
 
-``benchmarks/ring1_outlier.py`` and ``benchmarks/ring1_tamper.py`` ingest the same texts into
-many copies of one base KB. One shortcut keeps that to minutes on two busy cores, and no
+``benchmarks/studies/ring1_outlier.py`` and ``benchmarks/ring1_tamper.py`` ingest the same
+texts into many copies of one base KB. One shortcut keeps that to minutes on two busy cores, and no
 verdict reads it: each distinct text is embedded once per run (the real embedder, cached
 across KB copies). (The BM25 index is SQLite's FTS5 now, written with the rows: nothing is
 rebuilt per ingest any more, so there is no BM25 build left to skip.)

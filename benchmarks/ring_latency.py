@@ -11,7 +11,7 @@ carried a stored analysis of the current version (a stale KB is slow: ``trishiel
 ``--pool N`` (repeatable) times ``ring12`` with each pool size in the same run, question by
 question, so that the price of the pool is a ratio measured side by side: the configured pool
 (20) is ``ring12``, any other is ``ring12/N``. What a smaller pool gives up is measured by
-``benchmarks/pool_margin.py``.
+``benchmarks/studies/pool_margin.py``.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring_latency.py --questions 200
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring_latency.py --pool 20 --pool 10

@@ -1,8 +1,8 @@
 """What the wiki5k benchmarks share: their command-line options, the benchmark's wiki5k base
 KB, its seeded question set, and the pipeline configuration with a given pool.
 
-``benchmarks/ring_latency.py`` and ``benchmarks/ring2_memo.py`` both time ``ring12`` over the
-same SQuAD + NQ questions on the same KB; one definition keeps their figures comparable (a
+``benchmarks/ring_latency.py`` and ``benchmarks/studies/ring2_memo.py`` both time ``ring12``
+over the same SQuAD + NQ questions on the same KB; one definition keeps their figures comparable (a
 change to how one picks questions would otherwise silently measure something else).
 """
 

@@ -4,8 +4,15 @@ Data sets are never committed to the project; they are read from a data director
 can point TriShield at their own copy. Resolution order, first match wins:
 
 1. the ``TRISHIELD_DATA_DIR`` environment variable (or ``--data-dir`` on the CLI, which sets it);
-2. ``../shared/data`` relative to the current directory (the layout of this workplace and CI);
-3. ``../shared/data`` relative to the project checkout that holds this package.
+2. a folder ``shared/data`` beside the current directory (``../shared/data``): the project's
+   developers and its continuous integration keep the data sets there, next to the checkout
+   they run the tests and benchmarks from, so a clone needs no setting;
+3. the same folder beside the source checkout this package was installed from (an editable
+   install, ``pip install -e .``, run from another directory).
+
+When none exists, the first ``../shared/data`` is returned, and ``trishield datasets`` names it
+as the place it looked. Caches (assembled models, LLM responses) are per user instead:
+:func:`cache_dir`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ and line they came from, because a user fixing a 10,000-line JSONL file needs to
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Sequence
+
 
 class TriShieldError(Exception):
     """Base class for every error TriShield reports on purpose."""
@@ -65,6 +68,30 @@ class ModelError(TriShieldError):
     """A model is missing, fails its hash check, or cannot be loaded."""
 
     exit_code = 4
+
+
+class MissingExtraError(ModelError):
+    """An optional part of TriShield was used without the extra that installs its packages.
+
+    The product installs what answering needs; the baselines, the benchmarks and the RAG
+    libraries' integrations are extras (``pyproject.toml``), so a user who reaches one of them
+    is told which ``pip install 'trishield[EXTRA]'`` brings it, not shown an ImportError from
+    deep inside a library."""
+
+    def __init__(self, purpose: str, extra: str, missing: Sequence[str]):
+        self.extra = extra
+        self.missing = tuple(missing)
+        super().__init__(f"{purpose} needs {', '.join(self.missing)}, which TriShield's "
+                         f"runtime does not install: pip install 'trishield[{extra}]'")
+
+
+def require_extra(purpose: str, extra: str, modules: Sequence[str]) -> None:
+    """Raise :class:`MissingExtraError` unless every top-level module in ``modules`` can be
+    imported. Only looks them up (``importlib.util.find_spec``), so the check costs no
+    import; the caller imports what it needs afterwards."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingExtraError(purpose, extra, missing)
 
 
 class DatasetError(TriShieldError):

@@ -76,7 +76,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A GitHub Markdown table, so README figures are pasted from a generated file, not typed."""
+    """A GitHub Markdown table, so the docs' figures are pasted from a generated file, not typed."""
     def line(cells: Sequence[Any]) -> str:
         return "| " + " | ".join(_cell(c).replace("|", "\\|") for c in cells) + " |"
     return "\n".join([line(headers), "|" + "---|" * len(headers), *map(line, rows)]) + "\n"

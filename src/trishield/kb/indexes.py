@@ -82,7 +82,7 @@ HALF_SCAN_MIN_ROWS = 10_000
 copy's re-scoring costs what it saves: at 10,000 rows a search of k=20 took 0.70 ms through
 the copy and 0.89 ms flat, a screen's search (k=42, 399 ids excluded) 0.96 / 1.36 ms, three
 of them at once 1.77 / 1.85 ms; at 100,000 rows 4.6 / 7.6, 4.4 / 8.1 and 10.6 / 19.3 ms
-(``benchmarks/half_scan.py``, p50; docs/scale.md)."""
+(``benchmarks/studies/half_scan.py``, p50; docs/scale.md)."""
 HALF_SCAN_AFTER = 10
 """Exact scans an index serves before it builds its half-precision copy: building it costs
 about ten scans (79 ms at 100,000 rows), so by then the scans have cost what the copy does
@@ -115,7 +115,7 @@ class DenseIndex:
         """Whether this index may build and scan a half-precision copy of its rows (exact
         kinds; see :meth:`_half_for`). Off before the copy is built, the index scans its flat
         rows only and saves the copy's memory; off after, the copy is kept in step unread
-        (how ``benchmarks/half_scan.py`` compares the two on one KB)."""
+        (how ``benchmarks/studies/half_scan.py`` compares the two on one KB)."""
         self._half: HalfScan | None = None
         self._half_refused = False
         self._full_scans = 0

@@ -112,8 +112,8 @@ def freeze_startup_heap() -> int:
     (imported libraries, the embedder, the KB's handles and indexes) that live as long as the
     process does. Python's full collection traverses every one of them: measured on the
     wiki5k KB with Rings 1+2 and the extractive reader, one full collection every few hundred
-    asks took 310-330 ms (`benchmarks/gc_pause.py`), landing on whichever request was running
-    and, since it holds the GIL, stalling every other request thread too. Frozen, they are
+    asks took 310-330 ms (`benchmarks/studies/gc_pause.py`), landing on whichever request was
+    running and, since it holds the GIL, stalling every other request thread too. Frozen, they are
     never traversed again; what requests allocate later is collected as before. Called once,
     after :meth:`Runtime.warm_up`, by ``trishield serve``: a library cannot know when its
     host's start-up is over, so :mod:`trishield.api` leaves the collector alone."""

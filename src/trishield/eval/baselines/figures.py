@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from trishield.errors import require_extra
 from trishield.eval.baselines import build_baseline
 from trishield.eval.baselines.perplexity import (
     PerplexityScorer,
@@ -183,6 +184,7 @@ def expansion_figures(kb: KnowledgeBase, questions: Sequence[str], *,
                       model: str = "qwen2.5-0.5b", k: int = 50) -> dict[str, Any]:
     """Prompt tokens the reader's k=50 prompt really takes: the reader's messages, rendered
     with the model's own chat template and counted with its own tokenizer (no generation)."""
+    require_extra("counting the expansion baseline's prompt tokens", "eval", ["gguf"])
     from transformers import AutoTokenizer
 
     from trishield.llm.reader import build_messages

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from trishield.config import cache_dir, enforce_offline
-from trishield.errors import InputError, ModelError
+from trishield.errors import InputError, ModelError, require_extra
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.datasets import load_named
 from trishield.kb.retrieval import Candidate
@@ -85,12 +85,12 @@ def load_causal_lm(model: str) -> LoadedLM:
     verify_resolved(resolved)
     started = time.perf_counter()
     enforce_offline()
-    try:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as error:
-        raise ModelError(f"the perplexity filter needs transformers, gguf and accelerate: "
-                         f"{error}") from None
+    # transformers reads a GGUF file through the gguf package and places the weights with
+    # accelerate; both come with the eval extra, not with TriShield's runtime
+    require_extra("the perplexity filter", "eval", ["gguf", "accelerate"])
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     folder, file = str(resolved.path.parent), resolved.path.name
     captured = io.StringIO()  # transformers draws a progress bar while dequantizing
     try:

@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from trishield.config import enforce_offline
-from trishield.errors import InputError, ModelError
+from trishield.errors import InputError, ModelError, require_extra
 from trishield.kb.retrieval import Candidate
 from trishield.models.embedders import load_embedder
 from trishield.stages import Run
@@ -36,12 +36,10 @@ TASK_TYPES = ("single_hop", "multi_hop")
 def _defender(embedding_model: str, task_type: str) -> Any:
     """One RAGDefender per embedding model and task type (they hold no per-query state)."""
     enforce_offline()
-    try:
-        import ragdefender
-        from ragdefender import RAGDefender
-    except ImportError:
-        raise ModelError("RAGDefender needs the package ragdefender: "
-                         "pip install ragdefender==0.2.0") from None
+    require_extra("the RAGDefender baseline", "eval", ["ragdefender"])
+    import ragdefender
+    from ragdefender import RAGDefender
+
     if ragdefender.__version__ != "0.2.0":
         # 0.1.1 truncated the list instead of running stage 2; other versions are unmeasured
         raise ModelError(f"ragdefender {ragdefender.__version__} is installed; TriShield's "

@@ -77,7 +77,7 @@ def headline_blocks(blocks: list[dict[str, Any]]) -> dict[str, list[dict[str, An
 
 
 def render_markdown(payload: dict[str, Any]) -> str:
-    """The headline tables in Markdown: the README quotes this file instead of retyped figures.
+    """The headline tables in Markdown: docs/results.md quotes this file, not retyped figures.
 
     Per headline condition, rows are defenses and the attack families are columns (ASR with
     its Wilson 95% interval); then accuracy under attack beside the same defense's clean

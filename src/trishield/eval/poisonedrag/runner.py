@@ -126,7 +126,7 @@ def _fingerprint(options: PoisonedRAGOptions, config: PipelineConfig) -> str:
 
 def block_questions(block: Block, order: list, stored: set[str], seed: int) -> list[Question]:
     """The questions ``block`` asks: the first of the targets' seeded ``order``, or SQuAD /
-    NQ questions about documents the KB ``stored`` (``benchmarks/misspelt_detector.py``
+    NQ questions about documents the KB ``stored`` (``benchmarks/studies/misspelt_detector.py``
     reads the matrix's questions from here too)."""
     if block.questions in ("targets", "benign-targets"):
         return target_questions(order, block.size)

@@ -9,7 +9,7 @@ same seeded SQuAD + NQ questions with ``ring12`` and the extractive reader (no L
 cap as configured and with it lifted, printing contains-answer accuracy and how many contexts
 the cap changed.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/writer_cap.py --writers 5 --questions 400
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/writer_cap.py --writers 5 --questions 400
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ import os
 import sys
 import zlib
 from pathlib import Path
+
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:

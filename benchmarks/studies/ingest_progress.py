@@ -16,7 +16,7 @@ loaded before the first timed run, and runs alternate between the settings (``--
 so that a machine that gets busier mid-run does not favour one of them. Figures only, no
 pass/fail; they also go to ``benchmarks/results/ingest_progress.json`` (git-ignored).
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=src .venv/bin/python benchmarks/ingest_progress.py
+    HF_HUB_OFFLINE=1 PYTHONPATH=src .venv/bin/python benchmarks/studies/ingest_progress.py
 """
 
 from __future__ import annotations

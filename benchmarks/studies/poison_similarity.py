@@ -8,7 +8,7 @@ figure for *independent clean passages answering one question*: pairs of a targe
 ground-truth passages (targets with two or more). Prints figures only; deterministic (the
 families are seeded, the embedder runs on the CPU)::
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=src .venv/bin/python benchmarks/poison_similarity.py
+    HF_HUB_OFFLINE=1 PYTHONPATH=src .venv/bin/python benchmarks/studies/poison_similarity.py
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ and the template texts), twice the others' five: more than a pool of 10 can hold
 Then the clean base answers the seeded wiki5k questions (SQuAD + NQ) at each pool: the gold
 answer found, and refusals.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/pool_margin.py --work-dir ...
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/pool_margin.py --work-dir ...
 
 Family KBs missing from the work dir are built (the matrix builds them: ``trishield eval
 poisonedrag``); about two minutes each on two cores.
@@ -38,6 +38,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wiki5k_questions import question_arguments
 
 FAMILIES = ("published", "question-moved", "claim-only", "gt-swap", "refute", "diverse",

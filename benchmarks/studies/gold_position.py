@@ -14,7 +14,8 @@ reports where the first passage containing a gold answer stands:
 Each line gives how many questions have that passage first, and in the context of ``k``.
 No LLM is asked, so the figures are deterministic and take a few minutes.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gold_position.py [--block benign-nq] [--out FILE]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/gold_position.py \\
+        [--block benign-nq] [--out FILE]
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if TYPE_CHECKING:
     from trishield.kb.retrieval import Candidate
@@ -117,5 +122,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
     main()

@@ -10,7 +10,7 @@ serve`` does after its own; ``plain`` does not. Every collection is timed throug
 frozen), the collections of each generation with their total and longest pause, and ask
 latency p50/p99/max; figures only, never pass/fail.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gc_pause.py --questions 400
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/gc_pause.py --questions 400
 
 The KB is the benchmark's wiki5k base (``wiki5k_questions.wiki5k_base``: built when missing).
 """
@@ -28,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wiki5k_questions import question_arguments
 
 MODES = ("plain", "frozen")

@@ -15,7 +15,7 @@
   "new wiki" (``--squadshifts`` questions, seeded, against all 1,581 paragraphs), HotpotQA and
   MuSiQue (their 100 questions each against their whole corpus).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/misspelt_detector.py [--out FILE]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/misspelt_detector.py [--out FILE]
 """
 
 from __future__ import annotations

@@ -36,6 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ring1_support import copy_kb, use_fast_kbs
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.datasets import load_named

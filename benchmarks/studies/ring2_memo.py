@@ -8,7 +8,7 @@ seen cost), then again (warm: what recurring passages cost, and what Ring 2 woul
 the reading were stored at ingest). Prints Ring 2's p50/p95 from the trace's
 timings and the load average, never a pass/fail.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring2_memo.py --questions 100
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/ring2_memo.py --questions 100
 
 The KB is the benchmark's wiki5k base (built by ``trishield eval poisonedrag`` or
 ``benchmarks/ring_latency.py``; this script builds it when missing, about five minutes).
@@ -24,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wiki5k_questions import question_arguments
 
 

@@ -20,7 +20,7 @@ The memo must not change what the rings decide: every answer of a later pass, wi
 trace (timings and durations aside), is compared with the first plain pass's, and the
 script exits non-zero if one differs. Prints p50s and the ratio per pass, never a pass/fail.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring_floor.py --questions 200
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/ring_floor.py --questions 200
 
 The KB is the benchmark's wiki5k base (built by ``trishield eval poisonedrag`` or here).
 """
@@ -33,7 +33,11 @@ import statistics
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wiki5k_questions import question_arguments
 
 PASSES = ("plain", "fill", "free reading", "plain", "free reading")

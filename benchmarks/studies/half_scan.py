@@ -18,9 +18,9 @@ than the copy saves.
 
 Usage::
 
-    PYTHONPATH=src python benchmarks/half_scan.py                    # 10k, 100k rows
-    PYTHONPATH=src python benchmarks/half_scan.py --sizes 100000 --screens 10 100
-    PYTHONPATH=src python benchmarks/half_scan.py --sizes 1000000    # 2.2 GB of vectors
+    PYTHONPATH=src python benchmarks/studies/half_scan.py                    # 10k, 100k rows
+    PYTHONPATH=src python benchmarks/studies/half_scan.py --sizes 100000 --screens 10 100
+    PYTHONPATH=src python benchmarks/studies/half_scan.py --sizes 1000000    # 2.2 GB of vectors
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the helpers these studies share with the benchmarks (wiki5k_questions.py, scale.py,
+# ...) are in benchmarks/, one folder up
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ingest_writers import load, screen_one
 from scale import DATA, DIMENSION, SEED, Synthetic, percentiles
