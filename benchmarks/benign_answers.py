@@ -41,6 +41,8 @@ from trishield.llm.panel import DEFAULT_PANEL, DEFAULT_SECOND_READER, build_read
 from trishield.settings import PipelineConfig
 
 K = 5
+MATRIX_BLOCK = 100
+"""The matrix asks each benign set's first 100 questions (``plan.Sizes``)."""
 
 
 def ask_interleaved(kb: KnowledgeBase, questions: Sequence[Question], defenses: Sequence[str],
@@ -132,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stored = set(kb.document_ids())
         for name in args.sets:
             pick = squad_questions if name == "squad" else nq_questions
-            questions = pick(stored, args.questions, args.seed)
+            # the matrix's block of 100 in its seeded order, then its first N
+            questions = pick(stored, MATRIX_BLOCK, args.seed)[:args.questions]
             records = ask_interleaved(
                 kb, questions, defenses, panel_specs=args.panel,
                 second_reader=args.second_reader if args.second_reader != "none" else None,

@@ -118,3 +118,31 @@ def test_parse_reply(reply: str, expected: str) -> None:
 def test_unknown_prompt_style_is_refused() -> None:
     with pytest.raises(ValueError, match="prompt style"):
         LLMReader(ScriptedBackend("x"), "socratic")  # type: ignore[arg-type]
+
+
+ADDRESS = ("Returns sent by post should be mailed to Northwind Returns, 1200 Harbor Road, "
+           "Portland, OR 97209. Please include your order number.")
+
+
+@pytest.mark.parametrize(("question", "reply", "expected"), [
+    # the first line of an address is completed with the rest the passage states
+    ("Where do I mail my return?", "Northwind Returns",
+     "Northwind Returns, 1200 Harbor Road, Portland, OR 97209"),
+    ("Where do I mail my return?", "1200 Harbor Road", "1200 Harbor Road, Portland, OR 97209"),
+    # not a where-question, or no number in what follows: the answer stays as read
+    ("Who handles returns sent by post?", "Northwind Returns", "Northwind Returns"),
+])
+def test_a_where_answer_is_the_whole_address_its_passage_states(question: str, reply: str,
+                                                                 expected: str) -> None:
+    answer = LLMReader(ScriptedBackend(reply)).answer(question, [("refund-policy", ADDRESS)])
+    assert answer.text == expected and answer.citations == ["refund-policy"]
+
+
+@pytest.mark.parametrize(("reply", "passage"), [
+    ("Paris", "The office is in Paris, France, near the river."),
+    ("Brazil", "The river flows through Brazil, Peru and Colombia."),
+    ("Lisbon", "It was founded in Lisbonia, 1998, by Maria Lopez."),  # not a whole word there
+])
+def test_place_lists_and_names_are_not_grown(reply: str, passage: str) -> None:
+    answer = LLMReader(ScriptedBackend(reply)).answer("Where is it?", [("p", passage)])
+    assert answer.text == reply

@@ -78,6 +78,41 @@ def parse_reply(reply: str) -> tuple[str, bool]:
     return answer, False
 
 
+_PLACE_QUESTION = re.compile(r"\bwhere\b", re.IGNORECASE)
+_ADDRESS_PART = re.compile(r",\s*(?:[A-Z][\w'.&-]*|\d[\w-]*)(?:\s+(?:[A-Z][\w'.&-]*|\d[\w-]*))*")
+
+
+def complete_address(answer: str, question: str, texts: list[str]) -> str:
+    """The whole postal address a passage states where the reader gave its first line.
+
+    Told to answer in a few words, a reader asked "Where do I mail my return?" answers
+    "Northwind Returns" from "...mailed to Northwind Returns, 1200 Harbor Road, Portland, OR
+    97209.": a true span, and no answer. For a *where* question whose answer a passage holds
+    verbatim, the comma-separated parts that follow it there, each of capitalised words or
+    numbers (a street, a town, a state and postcode), are part of the same value when one of
+    them holds a digit (a street number, a postcode); "Paris, France" and a list of names have
+    none, so they stay as the reader gave them. The answer only grows by the passage's own
+    words: a claim is never changed into another one."""
+    if not _PLACE_QUESTION.search(question) or not answer.strip():
+        return answer
+    needle = " ".join(answer.split()).lower()
+    for text in texts:
+        flat = " ".join(text.split())
+        lowered = flat.lower()
+        start = lowered.find(needle)
+        while start >= 0:
+            end = start + len(needle)
+            bounded = (start == 0 or not flat[start - 1].isalnum()) and (
+                end == len(flat) or not flat[end].isalnum())
+            position = end
+            while bounded and (part := _ADDRESS_PART.match(flat, position)):
+                position = part.end()
+            if position > end and any(ch.isdigit() for ch in flat[end:position]):
+                return flat[start:position]
+            start = lowered.find(needle, start + 1)
+    return answer
+
+
 def cite(answer: str, pairs: list[tuple[str, str]]) -> list[str]:
     """The passages an answer rests on: those that contain it, else those sharing most words."""
     needle = " ".join(answer.lower().split())
@@ -122,6 +157,8 @@ class LLMReader:
         pairs, messages, packing = self._fit(question, pairs)
         response = self.backend.chat(messages, self.params)
         text, refused = parse_reply(response.text)
+        if not refused:
+            text = complete_address(text, question, [passage for _, passage in pairs])
         return ReaderAnswer(text=text, citations=[] if refused else cite(text, pairs),
                             refused=refused, raw=response.text,
                             prompt_tokens=response.prompt_tokens,
