@@ -20,19 +20,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield import config
+from trishield.cli_choices import BACKEND_CHOICE, DEFENSE_CHOICE, GATE_CHOICE, backend_names
 from trishield.cli_documents import COMMANDS
-from trishield.defenses import DEFENSES
 from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
-from trishield.kb.retrieval import BACKENDS
-from trishield.rings.consensus import GATE_MODES
 
 if TYPE_CHECKING:
     from trishield.pipeline import Answer
     from trishield.service.client import ServiceClient
-
-DEFENSE_NAMES = DEFENSES.names(suite="trishield")
-"""``--defense``: TriShield's settings (the baselines need the benchmark's calibration data)."""
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 errors = Console(stderr=True, highlight=False)
@@ -105,7 +100,7 @@ def _where(kb_dir: Path | None, server: str | None,
 @cli.command()
 @click.argument("query")
 @kb_or_server
-@click.option("--backend", type=click.Choice(BACKENDS), default="hybrid",
+@click.option("--backend", type=BACKEND_CHOICE, default="hybrid",
               show_default=True)
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Results (at most 100 with --server).")
@@ -143,14 +138,14 @@ def _results_table(query: str, backend: str, results: list[dict]) -> Table:
 @cli.command()
 @click.argument("question")
 @kb_or_server
-@click.option("--defense", type=click.Choice(DEFENSE_NAMES),
+@click.option("--defense", type=DEFENSE_CHOICE,
               default="full", show_default=True, help="How much of TriShield runs.")
-@click.option("--backend", type=click.Choice(BACKENDS),
+@click.option("--backend", type=BACKEND_CHOICE,
               help="Retrieval backend (default: the config file's, else dense).")
 @click.option("--panel", "panel_option", help="Comma-separated panel members, e.g. "
               "qwen2.5-0.5b,gemma3-270m,extractive (default: the config file's; with "
               "--server, names from the server's GET /v1/panel).")
-@click.option("--gate", type=click.Choice(GATE_MODES),
+@click.option("--gate", type=GATE_CHOICE,
               help="When Ring 3 convenes the whole panel.")
 @second_reader_option
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
@@ -264,9 +259,9 @@ def eval_group() -> None:
               default=Path(".trishield/eval/safety"), show_default=True,
               help="Where the suite's knowledge bases are built (and reused).")
 @click.option("--backend", "backends", multiple=True,
-              type=click.Choice(BACKENDS), help="Repeatable; default all.")
+              type=BACKEND_CHOICE, help="Repeatable; default all.")
 @click.option("--defense", "defenses", multiple=True,
-              type=click.Choice(DEFENSE_NAMES),
+              type=DEFENSE_CHOICE,
               help="Repeatable; default all.")
 @click.option("--panel", "panel_option", help="Comma-separated panel members.")
 @second_reader_option
@@ -295,7 +290,7 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
     )
 
     options = SafetyOptions(
-        out=out_dir, work_dir=work_dir, backends=backends or BACKENDS,
+        out=out_dir, work_dir=work_dir, backends=backends or backend_names(),
         defenses=defenses or SAFETY_DEFENSES,
         panel=tuple(parse_panel_option(panel_option)) if panel_option else FAST_PANEL,
         second_reader=second_reader_choice(second_reader_option,

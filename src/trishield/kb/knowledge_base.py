@@ -62,7 +62,6 @@ from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.engines import sync as engine_sync
 from trishield.kb.engines.config import EngineConfig
-from trishield.kb.id_policy import new_id_problem
 from trishield.kb.index_backend import EmbeddedBackend, catch_up
 from trishield.kb.indexes import (
     DENSE_KINDS,
@@ -94,7 +93,6 @@ from trishield.kb.ownership import (
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
 from trishield.kb.store import SCHEMA_VERSION, Store
-from trishield.kb.unicode_checks import id_problem
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
 
 DATABASE = "kb.sqlite"
@@ -194,6 +192,8 @@ def _check_new_ids(documents: Sequence[Document], known: set[str]) -> None:
     """Refuse a document whose id is new to the KB and outside the id policy
     (:mod:`trishield.kb.id_policy`). An id the KB already stores or holds keeps working, so
     that a KB written before the policy can still update and replace its documents."""
+    from trishield.kb.id_policy import new_id_problem  # its confusables tables: on writes only
+
     for document in documents:
         if document.id in known:
             continue
@@ -493,6 +493,8 @@ class KnowledgeBase:
                                        or not isinstance(batch_size, int) or batch_size < 1):
             raise InputError(f"batch size must be a positive number of documents, got "
                              f"{batch_size!r}")
+        from trishield.kb.unicode_checks import id_problem  # loaded by a write, not an open
+
         for document in documents:
             problem = id_problem(document.id)
             if problem is not None:
