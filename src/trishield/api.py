@@ -179,9 +179,10 @@ def _passage(fields: Mapping[str, Any], position: int) -> Passage:
     return Passage(**fields)
 
 
-DEFAULT_BATCH_SIZE = 200
-"""Documents per committed batch of :func:`ingest_path`: an interrupt loses at most one
-batch's embedding (tens of seconds on a CPU), and each commit rewrites the search indexes."""
+DEFAULT_COMMIT_SECONDS = 30.0
+"""How long a committed batch of :func:`ingest_path` takes at most, about: an interrupt loses
+at most the running batch (see :class:`~trishield.kb.ingest_report.CommitPacer`). A commit
+writes only what changed in the indexes, so frequent ones cost little."""
 
 
 @dataclass(frozen=True)
@@ -212,23 +213,27 @@ def load_input(path: str | Path, *, id_prefix: str = "",
 
 def ingest_loaded(kb: KnowledgeBase, batch: LoadedBatch, *, source: str,
                   tier: str = "neutral", writer: str = "cli",
-                  batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
+                  batch_size: int | None = None, update: bool = True,
                   guard: Screener | None = None,
-                  on_progress: ProgressCallback | None = None) -> PathIngest:
+                  on_progress: ProgressCallback | None = None,
+                  commit_seconds: float | None = DEFAULT_COMMIT_SECONDS) -> PathIngest:
     """Write what :func:`load_input` read, in committed batches (see :func:`ingest_path`)."""
     report = kb.ingest(batch.documents, tier=tier, writer=writer, source=source, guard=guard,
-                       batch_size=batch_size, update=update, on_progress=on_progress)
+                       batch_size=batch_size, update=update, on_progress=on_progress,
+                       commit_seconds=commit_seconds)
     return PathIngest(report, batch.skipped_files, batch.failed_files)
 
 
 def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
                 writer: str = "cli", id_prefix: str = "",
                 max_file_bytes: int | None = MAX_FILE_BYTES,
-                batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
+                batch_size: int | None = None, update: bool = True,
                 guard: Screener | None = None, on_file: FileProgress | None = None,
                 on_progress: ProgressCallback | None = None,
-                limits: ReadLimits | None = None) -> PathIngest:
-    """Ingest a file or folder (see :func:`trishield.load_path`) in committed batches.
+                limits: ReadLimits | None = None,
+                commit_seconds: float | None = DEFAULT_COMMIT_SECONDS) -> PathIngest:
+    """Ingest a file or folder (see :func:`trishield.load_path`) in committed batches of
+    about ``commit_seconds`` each (and at most ``batch_size`` documents, when given).
 
     Ids are ``id_prefix`` plus the path relative to the folder (a single file: its name),
     without the suffix. A re-run skips what is stored identically, so after an interrupt
@@ -242,7 +247,7 @@ def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
                        on_file=on_file, limits=limits)
     return ingest_loaded(kb, batch, source=os.path.abspath(path), tier=tier, writer=writer,
                          batch_size=batch_size, update=update, guard=guard,
-                         on_progress=on_progress)
+                         on_progress=on_progress, commit_seconds=commit_seconds)
 
 
 def list_documents(kb: KnowledgeBase, *, writer: str | None = None, prefix: str | None = None,
