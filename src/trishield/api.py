@@ -109,6 +109,8 @@ class Screening:
     refusal: str | None
     trace: Trace
     trace_ids: dict[str, str] = field(default_factory=dict)
+    embedded: int = 0
+    """Passages the screening embedded itself: those given without an ``embedding``."""
 
 
 def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
@@ -118,10 +120,12 @@ def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
     provenance in, filtered and ranked passages and a trace out).
 
     A passage is a :class:`Passage` or a mapping with its fields (``id``, ``text``, ``tier``
-    and optionally ``doc_id``, ``title``, ``writer``, ``score``, ``ingested_at``). ``k``
-    (default: the configured context size) is how many to keep. Passages are embedded with
-    ``embedding_model`` (default: the default model) for Ring 1's outlier score, which
-    needs 20 or more passages.
+    and optionally ``doc_id``, ``title``, ``writer``, ``score``, ``ingested_at``,
+    ``embedding``). ``k`` (default: the configured context size) is how many to keep.
+    Ring 1's outlier score (20 or more passages) and Ring 2's near-duplicate clusters read
+    the passages' embeddings: those your retriever gave (``embedding``, of
+    ``embedding_model``, default: the default model) are used as they are, the others are
+    embedded with ``embedding_model`` in one batch (``Screening.embedded`` counts them).
     """
     from trishield.defenses.retrievers import Passage, PassageRetriever
     from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
@@ -160,7 +164,7 @@ def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
     removed = [by_chunk[chunk].id for chunk in run.trace.ring1.blocked] \
         if run.trace.ring1 else []
     trace_ids = {given[c.chunk.pk].id: c.chunk_id for c in candidates}
-    return Screening(kept, removed, reranked.refusal, run.trace, trace_ids)
+    return Screening(kept, removed, reranked.refusal, run.trace, trace_ids, retriever.encoded)
 
 
 def _passage(fields: Mapping[str, Any], position: int) -> Passage:
@@ -169,7 +173,8 @@ def _passage(fields: Mapping[str, Any], position: int) -> Passage:
     if not isinstance(fields, Mapping):
         raise InputError(f"passage {position}: expected a Passage or a mapping, got "
                          f"{type(fields).__name__}")
-    known = {"id", "text", "tier", "doc_id", "title", "writer", "score", "ingested_at"}
+    known = {"id", "text", "tier", "doc_id", "title", "writer", "score", "ingested_at",
+             "embedding"}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise InputError(f"passage {position}: unknown field(s) {', '.join(unknown)}; "
