@@ -20,7 +20,7 @@ answerer; ``trishield.load_settings`` reads the TOML configuration.
 
 Importing ``trishield`` loads nothing but this file: each name below is imported from its
 module on first use (PEP 562), so ``trishield --help`` and the other commands that need no
-model start without numpy, torch or the indexes (docs/design.md, "Start-up").
+model start without numpy, torch or the indexes (docs/speed.md, "Start-up").
 """
 
 from __future__ import annotations

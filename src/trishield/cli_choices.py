@@ -5,7 +5,7 @@ third-party entry points) whose modules pull in the whole pipeline: numpy, the s
 settings. Building them to declare ``click.Choice`` options made every command, ``--help``
 included, pay seconds of imports. :class:`LazyChoice` reads its names the first time click
 asks for them (validating a value, printing that command's help), so ``trishield --help``,
-``documents``, ``quarantine``, ``keys`` and ``config`` never import them (docs/design.md,
+``documents``, ``quarantine``, ``keys`` and ``config`` never import them (docs/speed.md,
 "Start-up"); tests/test_cli_startup.py checks which modules a command loads.
 """
 

