@@ -7,8 +7,9 @@ Prints, each as a ratio to its limit (or to the baseline measured in the same ru
    all-MiniLM-L6-v2-int8 (ONNX Runtime), on the same seeded wiki5k passages, their slices
    interleaved (load from other processes hits both alike); ratio int8 / fp32;
 2. ``KnowledgeBase.ingest`` of the same passages into a fresh KB per encoder, with Ring 1's
-   guard and the CLI's 30 s commits: chunks/s, ratio to its encoder alone (limit >= 0.85),
-   the longest stretch between two commits (limit 30 s) and when the first ETA came;
+   guard and the CLI's 30 s commits (and, for fp32, the former 200-document batches):
+   chunks/s, ratio to its encoder alone on the same chunks (limit >= 0.85), the longest
+   stretch between two commits (limit 30 s) and when the first ETA came;
 3. start-up: ``trishield --help`` and ``trishield documents list`` (median of 3 runs, wall
    seconds, limit 1 s idle);
 4. cold vs warm: ``search`` and ``ask`` (``--defense none --panel extractive``: the models
@@ -64,6 +65,14 @@ def passages(count: int, seed: int) -> list[Document]:
     return random.Random(seed).sample(wiki5k_documents(), count)
 
 
+def chunk_texts(documents: list[Document]) -> list[str]:
+    """What an ingest embeds: each chunk's embedding text, cut as a new KB cuts."""
+    from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
+
+    config = ChunkingConfig()
+    return [embedding_text(c) for d in documents for c in chunk_document(d, config)]
+
+
 # -- 1. encoders ---------------------------------------------------------------------------
 def encoders(texts: list[str]) -> dict[str, float]:
     loaded = {}
@@ -86,7 +95,8 @@ def encoders(texts: list[str]) -> dict[str, float]:
 
 
 # -- 2. ingest -----------------------------------------------------------------------------
-def ingest(documents: list[Document], model: str, alone: float, work: Path) -> Path:
+def ingest(documents: list[Document], model: str, alone: float, work: Path, *,
+           old_batches: bool = False) -> Path:
     from trishield.rings.analysis import DEFAULT_ANALYSER
     from trishield.rings.ingest_guard import IngestGuard
     from trishield.settings import Settings
@@ -102,16 +112,18 @@ def ingest(documents: list[Document], model: str, alone: float, work: Path) -> P
         if len(commits) < state.batches_done:
             commits.append(now)
 
-    kb_dir = work / f"kb-{model}"
+    kb_dir = work / f"kb-{model}{'-200' if old_batches else ''}"
     with KnowledgeBase.open(kb_dir, create=True, embedding_model=model,
                             analyser=DEFAULT_ANALYSER) as kb:
         report = kb.ingest(documents, writer="speed",
-                           guard=IngestGuard(Settings().pipeline.guard), commit_seconds=30,
+                           guard=IngestGuard(Settings().pipeline.guard),
+                           **({"batch_size": 200} if old_batches else {"commit_seconds": 30}),
                            on_progress=watch)
     rate = report.chunks_added / report.seconds
     gaps = [b - a for a, b in zip([0.0, *commits], commits, strict=False)]
     versus = ratio(rate / alone, 0.85, at_most=False)
-    say(f"  {model}: {report.chunks_added} chunks in {report.seconds:.1f} s = {rate:.1f} "
+    label = f"{model}, {'200-document batches (before)' if old_batches else '30 s commits'}"
+    say(f"  {label}: {report.chunks_added} chunks in {report.seconds:.1f} s = {rate:.1f} "
         f"chunks/s; / encoder alone {rate / alone:.2f} ({versus})")
     eta = f"{first_eta[0]:.1f} s" if first_eta else "never"
     say(f"    {len(commits)} commits, longest stretch {max(gaps):.1f} s "
@@ -223,8 +235,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="trishield-speed-") as scratch:
         work = Path(scratch)
         say("1. encoders alone")
-        rates = encoders([d.text for d in documents])
-        say("2. ingest (Ring 1 guard, commits every 30 s)")
+        rates = encoders(chunk_texts(documents))
+        say("2. ingest (Ring 1 guard)")
+        ingest(documents, FP32, rates[FP32], work, old_batches=True)
         kb_dirs = {model: ingest(documents, model, rates[model], work)
                    for model in (FP32, INT8)}
         say("3. start-up")
