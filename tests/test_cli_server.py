@@ -115,7 +115,7 @@ def test_every_server_failure_is_one_clear_line(server) -> None:
     for args, message in [
         (("--kb", str(kb_dir), "--server", process.url), "exactly one of --kb"),
         ((), "exactly one of --kb"),
-        (("--kb", str(kb_dir), "--token", keys.reader), "--token is for --server"),
+        (("--server", process.url, "--token", keys.reader, "--local"), "--local is for --kb"),
         (("--server", "ftp://host", "--token", keys.reader), "http:// or https:// URL"),
         (("--server", process.url, "--token", keys.reader, "--no-cache"), "--no-cache is for"),
     ]:
@@ -170,3 +170,79 @@ def test_a_server_that_is_not_trishield_is_named_so() -> None:
         search.stderr
     assert ask.returncode == 1 and "a record this CLI cannot read" in ask.stderr
     assert "Traceback" not in search.stderr + ask.stderr
+
+
+def _search_requests(url: str) -> float:
+    """The server's count of answered /v1/search requests (its /metrics)."""
+    total = 0.0
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("trishield_http_requests_total{") and '"/v1/search"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_kb_commands_find_the_server_running_over_the_kb(server) -> None:
+    """The warm path by default: with a server of this user running over the KB and a key
+    in the environment, `search --kb` and `ask --kb` are answered by it (same output as
+    the local command); --local, a local-only option or no key open the KB here."""
+    from trishield.service.discovery import SERVER_FILE
+
+    process, keys, kb_dir = server
+    record = kb_dir / SERVER_FILE
+    assert record.stat().st_mode & 0o777 == 0o600 and record.stat().st_uid == os.getuid()
+    assert json.loads(record.read_text())["url"] == process.url
+    args = ("search", "return an item within days", "-k", "4", "--json", "--kb", str(kb_dir))
+    before = _search_requests(process.url)
+    warm = trishield(*args, env={"TRISHIELD_API_KEY": keys.reader})
+    assert warm.returncode == 0, warm.stderr
+    assert f"answered by the server at {process.url}" in warm.stderr
+    assert _search_requests(process.url) == before + 1
+    local = trishield(*args, "--local", env={"TRISHIELD_API_KEY": keys.reader})
+    assert local.returncode == 0 and "answered by the server" not in local.stderr
+    assert local.stdout == warm.stdout and _search_requests(process.url) == before + 1
+    keyless = trishield(*args)  # a server, but no key: local, and the CLI says how to use it
+    assert keyless.returncode == 0 and "set $TRISHIELD_API_KEY" in keyless.stderr
+    assert keyless.stdout == warm.stdout and _search_requests(process.url) == before + 1
+
+    question = ("ask", REFUND_QUESTION, "--kb", str(kb_dir), "--defense", "none", "--panel",
+                "extractive", "--json")
+    asked = trishield(*question, env={"TRISHIELD_API_KEY": keys.reader})
+    assert asked.returncode == 0 and "answered by the server" in asked.stderr, asked.stderr
+    here = trishield(*question, "--no-cache", env={"TRISHIELD_API_KEY": keys.reader})
+    assert here.returncode == 0 and "answered by the server" not in here.stderr
+    assert json.loads(asked.stdout)["answer"] == json.loads(here.stdout)["answer"]
+
+
+def test_a_stale_or_foreign_server_file_is_ignored(demo_kb_template: Path,
+                                                   tmp_path: Path) -> None:
+    """A file left by a killed server, or one others may write, sends nothing anywhere."""
+    from trishield.service.discovery import SERVER_FILE, find
+
+    kb_dir = copy_kb(demo_kb_template, tmp_path / "kb")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    path = kb_dir / SERVER_FILE
+    path.write_text(json.dumps({"url": "http://127.0.0.1:9", "uid": os.getuid(),
+                                "pid": int(dead.stdout)}))
+    path.chmod(0o600)
+    assert find(kb_dir) is None
+    done = trishield("search", "refund", "--kb", str(kb_dir), env={"TRISHIELD_API_KEY": "k"})
+    assert done.returncode == 0 and "server" not in done.stderr, done.stderr
+    path.write_text(json.dumps({"url": "http://127.0.0.1:9", "uid": os.getuid(),
+                                "pid": os.getpid()}))
+    path.chmod(0o644)  # readable by others: not trusted, whatever it says
+    assert find(kb_dir) is None
+
+
+def test_the_server_file_goes_when_the_server_stops(demo_kb_template: Path,
+                                                    tmp_path: Path) -> None:
+    from trishield.service.discovery import SERVER_FILE, find
+
+    kb_dir = copy_kb(demo_kb_template, tmp_path / "kb")
+    process = ServerProcess(kb_dir)
+    try:
+        process.wait_ready()
+        assert find(kb_dir) is not None and find(kb_dir).url == process.url
+    finally:
+        process.stop()
+    assert not (kb_dir / SERVER_FILE).exists()  # SIGTERM: uvicorn's shutdown removed it

@@ -20,6 +20,7 @@ import pytest
 
 from trishield.errors import InputError
 from trishield.kb import Document, IngestInterrupted, IngestProgress, KnowledgeBase
+from trishield.kb.ingest_report import CommitPacer
 from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
 
 TOPICS = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "maps"]
@@ -172,3 +173,66 @@ def test_sigint_to_the_cli_mid_ingest_keeps_the_first_batch(tmp_path: Path, phas
         assert counts["documents"] == 6 and counts["batches"] == 3
         dense, lexical = kb.indexes()
         assert len(dense) == len(lexical) == counts["chunks"]
+
+
+def test_the_commit_pacer_sizes_batches_by_the_rate_it_measured() -> None:
+    counts = [4] * 100  # documents of four chunks
+    pacer = CommitPacer(seconds=30)
+    assert pacer.next_end(counts, 0) == CommitPacer.FIRST_CHUNKS // 4  # first: one encoder batch
+    pacer.record(32, 4.0)  # 8 chunks/s, commits included
+    budget = 8 * 30 * CommitPacer.SAFETY  # chunks that fit in 30 s with the margin
+    assert pacer.next_end(counts, 8) == 8 + int(budget // 4)
+    pacer.record(400, 200.0)  # the machine got busy: 432 chunks in 204 s
+    assert pacer.next_end(counts, 50) == 50 + int(432 / 204 * 30 * CommitPacer.SAFETY // 4)
+    assert pacer.next_end([500, 1, 1], 0) == 1  # a document is never split
+    assert CommitPacer(seconds=30, max_documents=3).next_end(counts, 0) == 3
+    assert CommitPacer().next_end(counts, 10) == 100  # neither: one batch
+    with pytest.raises(ValueError, match="positive"):
+        CommitPacer(seconds=0)
+
+
+def test_an_interrupt_of_a_timed_ingest_keeps_every_committed_batch(tmp_path: Path) -> None:
+    """Batches by time: the first holds one encoder batch (32 chunks), so a Ctrl-C during
+    the second keeps it; progress has an ETA from the first encoder batch on."""
+    documents = _documents(30)  # two chunks each: 16 documents in the first batch
+    seen: list[IngestProgress] = []
+
+    def interrupt_in_batch_two(state: IngestProgress) -> None:
+        seen.append(state)
+        if state.batches_done == 1 and state.chunks_embedded > 32:
+            raise KeyboardInterrupt
+
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        with pytest.raises(IngestInterrupted) as caught:
+            kb.ingest(documents, writer="bulk", commit_seconds=30,
+                      on_progress=interrupt_in_batch_two)
+        kept = caught.value.report
+        assert kept.added == [f"doc-{n}" for n in range(16)] and len(kept.batch_ids) == 1
+        assert _ids(kb) == sorted(kept.added)
+        assert kept.remaining == 14
+    embedded = [state for state in seen if state.chunks_embedded > 0]
+    assert embedded[0].eta_seconds is not None and embedded[0].batches_total is None
+    with pytest.raises(InputError, match="commit seconds"):
+        KnowledgeBase.open(tmp_path / "kb").ingest(documents, commit_seconds=0)
+
+
+@pytest.mark.slow
+def test_sigint_to_a_default_cli_ingest_keeps_the_first_batch(tmp_path: Path) -> None:
+    """No batch option: the CLI commits by time, its first batch within seconds, so a
+    Ctrl-C at the second batch's commit keeps the first one (the 200-document default kept
+    nothing of a smaller folder)."""
+    source, kb_dir = _jsonl(tmp_path, 30), tmp_path / "kb"
+    process = _cli("ingest", str(source), "--kb", str(kb_dir), "--writer", "bulk",
+                   "--no-guard", pause="before-commit#2")
+    _wait_for(process, "FAULT-PAUSE before-commit")
+    process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "interrupted: kept 1 committed batch(es)" in stderr
+    with KnowledgeBase.open(kb_dir) as kb:
+        assert _ids(kb) == sorted(f"doc-{n}" for n in range(16))

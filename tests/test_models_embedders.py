@@ -27,3 +27,37 @@ def test_small_encodes_run_on_one_thread_and_restore_the_pool() -> None:
     finally:
         hook.remove()
         torch.set_num_threads(previous)
+
+
+def test_the_int8_encoder_agrees_with_fp32_and_keeps_the_input_order() -> None:
+    int8, fp32 = load_embedder("all-MiniLM-L6-v2-int8"), load_embedder(DEFAULT_EMBEDDING_MODEL)
+    texts = ["a short one", "the river Thames flows through London " * 12, "cats and dogs"]
+    together = int8.encode(texts, batch_size=2)  # sorted by length inside, back in order
+    alone = np.stack([int8.encode([text])[0] for text in texts])
+    assert np.allclose(together, alone, atol=1e-4)
+    assert np.all((together * fp32.encode(texts)).sum(axis=1) > 0.995)
+    seen: list[int] = []
+    int8.encode(texts * 5, batch_size=4, on_batch=lambda n, seconds: seen.append(n))
+    assert seen == [4, 4, 4, 3]
+
+
+def test_a_kb_encodes_with_the_model_it_records(tmp_path) -> None:
+    """A KB embedded with one model answers queries with it, whatever the default: vectors
+    of two models never meet in one index."""
+    from trishield.errors import KnowledgeBaseError
+    from trishield.kb import Document, KnowledgeBase
+
+    with KnowledgeBase.open(tmp_path / "int8", create=True,
+                            embedding_model="all-MiniLM-L6-v2-int8") as kb:
+        kb.ingest([Document(id="a", text="The ferry leaves at nine from pier four.")])
+    with KnowledgeBase.open(tmp_path / "int8") as kb:
+        assert kb.embedder.name == "all-MiniLM-L6-v2-int8"
+        assert kb.search("when does the ferry leave", backend="dense", k=1)[0].doc_id == "a"
+    try:
+        KnowledgeBase.open(tmp_path / "int8", embedding_model=DEFAULT_EMBEDDING_MODEL)
+    except KnowledgeBaseError as refused:
+        assert "embedding model" in str(refused)
+    else:
+        raise AssertionError("a KB opened with another embedding model must be refused")
+    with KnowledgeBase.open(tmp_path / "fp32", create=True) as kb:
+        assert kb.embedder.name == DEFAULT_EMBEDDING_MODEL

@@ -17,40 +17,81 @@ Screen passages from your own retriever (Rings 1 and 2, no LLM)::
 ``trishield.DEFENSES`` lists the defenses (TriShield's settings and the baselines);
 ``trishield.stages`` holds the protocols to write your own retriever, filter, reranker or
 answerer; ``trishield.load_settings`` reads the TOML configuration.
+
+Importing ``trishield`` loads nothing but this file: each name below is imported from its
+module on first use (PEP 562), so ``trishield --help`` and the other commands that need no
+model start without numpy, torch or the indexes (docs/speed.md, "Start-up").
 """
 
-from trishield.api import (
-    PathIngest,
-    ScreenedPassage,
-    Screening,
-    defend,
-    delete_documents,
-    discard_quarantined,
-    ingest_path,
-    list_documents,
-    open_kb,
-    release_quarantined,
-    screen,
-    show_document,
-)
-from trishield.defenses import DEFENSES, build_defense
-from trishield.defenses.retrievers import KBRetriever, Passage, PassageRetriever
-from trishield.errors import TriShieldError
-from trishield.kb import (
-    BACKENDS,
-    Candidate,
-    ChunkingConfig,
-    Document,
-    KnowledgeBase,
-    ReadLimits,
-    load_path,
-)
-from trishield.llm.panel import build_panel
-from trishield.pipeline import Answer, Pipeline
-from trishield.settings import Settings, load_settings
-from trishield.trace import Trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trishield.api import (
+        PathIngest,
+        ScreenedPassage,
+        Screening,
+        defend,
+        delete_documents,
+        discard_quarantined,
+        ingest_path,
+        list_documents,
+        open_kb,
+        release_quarantined,
+        screen,
+        show_document,
+    )
+    from trishield.defenses import DEFENSES, build_defense
+    from trishield.defenses.retrievers import KBRetriever, Passage, PassageRetriever
+    from trishield.errors import TriShieldError
+    from trishield.kb import (
+        BACKENDS,
+        Candidate,
+        ChunkingConfig,
+        Document,
+        KnowledgeBase,
+        ReadLimits,
+        load_path,
+    )
+    from trishield.llm.panel import build_panel
+    from trishield.pipeline import Answer, Pipeline
+    from trishield.settings import Settings, load_settings
+    from trishield.trace import Trace
 
 __version__ = "0.1.0"
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "trishield.api": ("PathIngest", "ScreenedPassage", "Screening", "defend",
+                      "delete_documents", "discard_quarantined", "ingest_path",
+                      "list_documents", "open_kb", "release_quarantined", "screen",
+                      "show_document"),
+    "trishield.defenses": ("DEFENSES", "build_defense"),
+    "trishield.defenses.retrievers": ("KBRetriever", "Passage", "PassageRetriever"),
+    "trishield.errors": ("TriShieldError",),
+    "trishield.kb": ("BACKENDS", "Candidate", "ChunkingConfig", "Document", "KnowledgeBase",
+                     "ReadLimits", "load_path"),
+    "trishield.llm.panel": ("build_panel",),
+    "trishield.pipeline": ("Answer", "Pipeline"),
+    "trishield.settings": ("Settings", "load_settings"),
+    "trishield.trace": ("Trace",),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use and kept."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trishield' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
 
 __all__ = [
     "BACKENDS",

@@ -22,27 +22,23 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trishield.defenses import build_defense
-from trishield.defenses.retrievers import Passage, PassageRetriever
-from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
 from trishield.errors import InputError
-from trishield.kb import IngestReport, KnowledgeBase, load_path
-from trishield.kb.file_walk import SkippedFile
-from trishield.kb.ingest_report import ProgressCallback
-from trishield.kb.loaders import MAX_FILE_BYTES, FailedFile, FileProgress, LoadedBatch
-from trishield.kb.read_limits import ReadLimits
-from trishield.kb.screening import Screener
-from trishield.llm.base import Reader
-from trishield.llm.panel import build_panel, build_second_reader
-from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
-from trishield.pipeline import Pipeline
-from trishield.rings.analysis import DEFAULT_ANALYSER
-from trishield.rings.ingest_guard import IngestGuard
-from trishield.settings import Settings
-from trishield.stages import Retriever, Run, candidate_row
-from trishield.trace import Trace
+from trishield.kb.ingest_report import IngestReport, ProgressCallback
+from trishield.kb.read_limits import MAX_FILE_BYTES, ReadLimits
+
+if TYPE_CHECKING:  # the pipeline, the rings and the models load when a function needs them
+    from trishield.defenses.retrievers import Passage
+    from trishield.kb import KnowledgeBase
+    from trishield.kb.file_walk import SkippedFile
+    from trishield.kb.loaders import FailedFile, FileProgress, LoadedBatch
+    from trishield.kb.screening import Screener
+    from trishield.llm.base import Reader
+    from trishield.pipeline import Pipeline
+    from trishield.settings import Settings
+    from trishield.stages import Retriever
+    from trishield.trace import Trace
 
 
 def open_kb(path: str | Path, *, create: bool = False, guard: bool = True,
@@ -55,6 +51,11 @@ def open_kb(path: str | Path, *, create: bool = False, guard: bool = True,
     at query time (:mod:`trishield.rings.analysis`), guard or not. ``options`` go to
     :meth:`KnowledgeBase.open` (embedding model, chunking, dense index kind).
     """
+    from trishield.kb import KnowledgeBase
+    from trishield.rings.analysis import DEFAULT_ANALYSER
+    from trishield.rings.ingest_guard import IngestGuard
+    from trishield.settings import Settings
+
     settings = settings or Settings()
     screener = IngestGuard(settings.pipeline.guard) if guard else None
     options.setdefault("analyser", DEFAULT_ANALYSER)
@@ -70,6 +71,10 @@ def defend(source: KnowledgeBase | Retriever, defense: str = "full", *,
     local models, loaded on first use) and its configured second reader; a ``panel`` you pass
     has no second reader unless you pass ``second_reader`` too. ``settings`` default to those
     of ``trishield config show``."""
+    from trishield.defenses import build_defense
+    from trishield.llm.panel import build_panel, build_second_reader
+    from trishield.settings import Settings
+
     settings = settings or Settings()
     if panel is not None:  # the caller names every reader: no second reader unless given
         readers, second = list(panel), second_reader
@@ -104,19 +109,31 @@ class Screening:
     refusal: str | None
     trace: Trace
     trace_ids: dict[str, str] = field(default_factory=dict)
+    embedded: int = 0
+    """Passages the screening embedded itself: those given without an ``embedding``."""
 
 
 def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
            k: int | None = None, settings: Settings | None = None,
-           embedding_model: str = DEFAULT_EMBEDDING_MODEL) -> Screening:
+           embedding_model: str | None = None) -> Screening:
     """Rings 1 and 2 over passages from your own retriever (question + passages with
     provenance in, filtered and ranked passages and a trace out).
 
     A passage is a :class:`Passage` or a mapping with its fields (``id``, ``text``, ``tier``
-    and optionally ``doc_id``, ``title``, ``writer``, ``score``, ``ingested_at``). ``k``
-    (default: the configured context size) is how many to keep. Passages are embedded with
-    ``embedding_model`` for Ring 1's outlier score, which needs 20 or more passages.
+    and optionally ``doc_id``, ``title``, ``writer``, ``score``, ``ingested_at``,
+    ``embedding``). ``k`` (default: the configured context size) is how many to keep.
+    Ring 1's outlier score (20 or more passages) and Ring 2's near-duplicate clusters read
+    the passages' embeddings: those your retriever gave (``embedding``, of
+    ``embedding_model``, default: the default model) are used as they are, the others are
+    embedded with ``embedding_model`` in one batch (``Screening.embedded`` counts them).
     """
+    from trishield.defenses.retrievers import Passage, PassageRetriever
+    from trishield.defenses.ring_stages import Ring1Filter, Ring2Reranker
+    from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
+    from trishield.settings import Settings
+    from trishield.stages import Run, candidate_row
+    from trishield.trace import Trace
+
     if not isinstance(question, str) or not question.strip():
         raise InputError("the question is empty")
     given = [p if isinstance(p, Passage) else _passage(p, n) for n, p in enumerate(passages)]
@@ -124,7 +141,7 @@ def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
     k = config.scorer.context if k is None else k
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"k must be a positive integer, got {k!r}")
-    retriever = PassageRetriever(given, embedding_model)
+    retriever = PassageRetriever(given, embedding_model or DEFAULT_EMBEDDING_MODEL)
     run = Run(Trace(question=question, defense="screen", backend=retriever.name, k=k,
                     panel=[]), retriever=retriever)
     mark = time.perf_counter()
@@ -147,14 +164,17 @@ def screen(question: str, passages: Sequence[Passage | Mapping[str, Any]], *,
     removed = [by_chunk[chunk].id for chunk in run.trace.ring1.blocked] \
         if run.trace.ring1 else []
     trace_ids = {given[c.chunk.pk].id: c.chunk_id for c in candidates}
-    return Screening(kept, removed, reranked.refusal, run.trace, trace_ids)
+    return Screening(kept, removed, reranked.refusal, run.trace, trace_ids, retriever.encoded)
 
 
 def _passage(fields: Mapping[str, Any], position: int) -> Passage:
+    from trishield.defenses.retrievers import Passage
+
     if not isinstance(fields, Mapping):
         raise InputError(f"passage {position}: expected a Passage or a mapping, got "
                          f"{type(fields).__name__}")
-    known = {"id", "text", "tier", "doc_id", "title", "writer", "score", "ingested_at"}
+    known = {"id", "text", "tier", "doc_id", "title", "writer", "score", "ingested_at",
+             "embedding"}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise InputError(f"passage {position}: unknown field(s) {', '.join(unknown)}; "
@@ -164,9 +184,10 @@ def _passage(fields: Mapping[str, Any], position: int) -> Passage:
     return Passage(**fields)
 
 
-DEFAULT_BATCH_SIZE = 200
-"""Documents per committed batch of :func:`ingest_path`: an interrupt loses at most one
-batch's embedding (tens of seconds on a CPU), and each commit rewrites the search indexes."""
+DEFAULT_COMMIT_SECONDS = 30.0
+"""How long a committed batch of :func:`ingest_path` takes at most, about: an interrupt loses
+at most the running batch (see :class:`~trishield.kb.ingest_report.CommitPacer`). A commit
+writes only what changed in the indexes, so frequent ones cost little."""
 
 
 @dataclass(frozen=True)
@@ -189,29 +210,35 @@ def load_input(path: str | Path, *, id_prefix: str = "",
     is written; sources name files by absolute path, which is how an update recognises the
     file a stored document came from. ``limits`` bound each file (see
     :class:`~trishield.kb.read_limits.ReadLimits`; given, it replaces ``max_file_bytes``)."""
+    from trishield.kb.loaders import load_path
+
     return load_path(Path(os.path.abspath(path)), id_prefix=id_prefix,
                      max_file_bytes=max_file_bytes, on_file=on_file, limits=limits)
 
 
 def ingest_loaded(kb: KnowledgeBase, batch: LoadedBatch, *, source: str,
                   tier: str = "neutral", writer: str = "cli",
-                  batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
+                  batch_size: int | None = None, update: bool = True,
                   guard: Screener | None = None,
-                  on_progress: ProgressCallback | None = None) -> PathIngest:
+                  on_progress: ProgressCallback | None = None,
+                  commit_seconds: float | None = DEFAULT_COMMIT_SECONDS) -> PathIngest:
     """Write what :func:`load_input` read, in committed batches (see :func:`ingest_path`)."""
     report = kb.ingest(batch.documents, tier=tier, writer=writer, source=source, guard=guard,
-                       batch_size=batch_size, update=update, on_progress=on_progress)
+                       batch_size=batch_size, update=update, on_progress=on_progress,
+                       commit_seconds=commit_seconds)
     return PathIngest(report, batch.skipped_files, batch.failed_files)
 
 
 def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
                 writer: str = "cli", id_prefix: str = "",
                 max_file_bytes: int | None = MAX_FILE_BYTES,
-                batch_size: int | None = DEFAULT_BATCH_SIZE, update: bool = True,
+                batch_size: int | None = None, update: bool = True,
                 guard: Screener | None = None, on_file: FileProgress | None = None,
                 on_progress: ProgressCallback | None = None,
-                limits: ReadLimits | None = None) -> PathIngest:
-    """Ingest a file or folder (see :func:`trishield.load_path`) in committed batches.
+                limits: ReadLimits | None = None,
+                commit_seconds: float | None = DEFAULT_COMMIT_SECONDS) -> PathIngest:
+    """Ingest a file or folder (see :func:`trishield.load_path`) in committed batches of
+    about ``commit_seconds`` each (and at most ``batch_size`` documents, when given).
 
     Ids are ``id_prefix`` plus the path relative to the folder (a single file: its name),
     without the suffix. A re-run skips what is stored identically, so after an interrupt
@@ -225,7 +252,7 @@ def ingest_path(kb: KnowledgeBase, path: str | Path, *, tier: str = "neutral",
                        on_file=on_file, limits=limits)
     return ingest_loaded(kb, batch, source=os.path.abspath(path), tier=tier, writer=writer,
                          batch_size=batch_size, update=update, guard=guard,
-                         on_progress=on_progress)
+                         on_progress=on_progress, commit_seconds=commit_seconds)
 
 
 def list_documents(kb: KnowledgeBase, *, writer: str | None = None, prefix: str | None = None,

@@ -20,19 +20,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield import config
+from trishield.cli_choices import BACKEND_CHOICE, DEFENSE_CHOICE, GATE_CHOICE, backend_names
 from trishield.cli_documents import COMMANDS
-from trishield.defenses import DEFENSES
 from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
-from trishield.kb.retrieval import BACKENDS
-from trishield.rings.consensus import GATE_MODES
 
 if TYPE_CHECKING:
     from trishield.pipeline import Answer
     from trishield.service.client import ServiceClient
-
-DEFENSE_NAMES = DEFENSES.names(suite="trishield")
-"""``--defense``: TriShield's settings (the baselines need the benchmark's calibration data)."""
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 errors = Console(stderr=True, highlight=False)
@@ -71,49 +66,72 @@ def cli(data_dir: Path | None) -> None:
 
 kb_or_server_options = [
     click.option("--kb", "kb_dir", type=click.Path(file_okay=False, path_type=Path),
-                 help="Knowledge base directory (or --server)."),
+                 help="Knowledge base directory (or --server). When a `trishield serve` of "
+                      "yours runs over it, it answers (the warm path) with the key in "
+                      "--token or $TRISHIELD_API_KEY; --local opens the KB here instead."),
     click.option("--server", "server", metavar="URL",
                  help="Ask a running `trishield serve` at URL instead of opening --kb (the "
                       "warm path: its models and indexes are loaded already)."),
     click.option("--token", "token", metavar="KEY",
-                 help="API key for --server (default: $TRISHIELD_API_KEY)."),
+                 help="API key for the server (default: $TRISHIELD_API_KEY)."),
+    click.option("--local", "local", is_flag=True,
+                 help="Open --kb in this process even when a server runs over it."),
 ]
 
 
 def kb_or_server(command: Callable) -> Callable:
-    """``--kb`` or ``--server`` (with ``--token``): where ``ask`` and ``search`` run."""
+    """``--kb`` or ``--server`` (with ``--token``, ``--local``): where ``ask`` and ``search``
+    run."""
     for option in reversed(kb_or_server_options):
         command = option(command)
     return command
 
 
-def _where(kb_dir: Path | None, server: str | None,
-           token: str | None) -> Path | ServiceClient:
-    """The KB directory, or a client of the server: exactly one of --kb and --server."""
+def _where(kb_dir: Path | None, server: str | None, token: str | None, local: bool, *,
+           local_only: str | None = None) -> Path | ServiceClient:
+    """The KB directory, or a client of the server: exactly one of --kb and --server. With
+    --kb, the server running over it is used when one of this user's is found there
+    (:mod:`trishield.service.discovery`) and a key is at hand, unless --local or a local-only
+    option (``local_only`` names it) says otherwise."""
     if (kb_dir is None) == (server is None):
         raise click.UsageError("give exactly one of --kb DIR (a local knowledge base) and "
                                "--server URL (a running `trishield serve`)")
-    if server is None:
-        if token is not None:
-            raise click.UsageError("--token is for --server; a local --kb needs no key")
-        return kb_dir
-    from trishield.service.client import ServiceClient
+    if server is not None and local:
+        raise click.UsageError("--local is for --kb; --server always asks the server")
+    if server is not None:
+        from trishield.service.client import ServiceClient
 
-    return ServiceClient(server, token)
+        return ServiceClient(server, token)
+    if local or local_only is not None:
+        return kb_dir
+    from trishield.service.client import TOKEN_ENV, ServiceClient
+    from trishield.service.discovery import find
+
+    running = find(kb_dir)
+    if running is None:
+        return kb_dir
+    key = token if token is not None else os.environ.get(TOKEN_ENV)
+    if not key:
+        errors.print(f"[dim]a server runs over {escape(str(kb_dir))} at {running.url}; set "
+                     f"${TOKEN_ENV} (or --token) to use it, --local to silence this[/]")
+        return kb_dir
+    errors.print(f"[dim]answered by the server at {running.url} (--local to open the KB "
+                 "here)[/]")
+    return ServiceClient(running.url, key)
 
 
 @cli.command()
 @click.argument("query")
 @kb_or_server
-@click.option("--backend", type=click.Choice(BACKENDS), default="hybrid",
+@click.option("--backend", type=BACKEND_CHOICE, default="hybrid",
               show_default=True)
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Results (at most 100 with --server).")
 @json_option
 def search(query: str, kb_dir: Path | None, server: str | None, token: str | None,
-           backend: str, k: int, json_output: bool) -> None:
+           local: bool, backend: str, k: int, json_output: bool) -> None:
     """Search --kb (or --server) for QUERY and print the top -k chunks."""
-    where = _where(kb_dir, server, token)
+    where = _where(kb_dir, server, token, local)
     if isinstance(where, Path):
         from trishield.kb import KnowledgeBase
 
@@ -143,14 +161,14 @@ def _results_table(query: str, backend: str, results: list[dict]) -> Table:
 @cli.command()
 @click.argument("question")
 @kb_or_server
-@click.option("--defense", type=click.Choice(DEFENSE_NAMES),
+@click.option("--defense", type=DEFENSE_CHOICE,
               default="full", show_default=True, help="How much of TriShield runs.")
-@click.option("--backend", type=click.Choice(BACKENDS),
+@click.option("--backend", type=BACKEND_CHOICE,
               help="Retrieval backend (default: the config file's, else dense).")
 @click.option("--panel", "panel_option", help="Comma-separated panel members, e.g. "
               "qwen2.5-0.5b,gemma3-270m,extractive (default: the config file's; with "
               "--server, names from the server's GET /v1/panel).")
-@click.option("--gate", type=click.Choice(GATE_MODES),
+@click.option("--gate", type=GATE_CHOICE,
               help="When Ring 3 convenes the whole panel.")
 @second_reader_option
 @click.option("--no-cache", is_flag=True, help="Do not use the LLM response cache.")
@@ -159,7 +177,7 @@ def _results_table(query: str, backend: str, results: list[dict]) -> Table:
 @config_option
 @json_option
 def ask(question: str, kb_dir: Path | None, server: str | None, token: str | None,
-        defense: str, backend: str | None, panel_option: str | None, gate: str | None,
+        local: bool, defense: str, backend: str | None, panel_option: str | None, gate: str | None,
         second_reader_option: str | None, no_cache: bool, show_trace: bool,
         config_file: Path | None, json_output: bool) -> None:
     """Answer QUESTION from --kb (or --server) through the rings: the answer and a line per
@@ -167,7 +185,10 @@ def ask(question: str, kb_dir: Path | None, server: str | None, token: str | Non
     otlp emits OpenTelemetry spans (docs/service.md)."""
     from trishield.trace_view import render_answer, render_summary
 
-    where = _where(kb_dir, server, token)
+    local_only = next((flag for flag, given in (
+        ("--config", config_file is not None), ("--no-cache", no_cache),
+        ("--second-reader", second_reader_option is not None)) if given), None)
+    where = _where(kb_dir, server, token, local, local_only=local_only)
     if isinstance(where, Path):
         answer = _ask_locally(where, question, defense, backend, panel_option, gate,
                               second_reader_option, no_cache, config_file)
@@ -264,9 +285,9 @@ def eval_group() -> None:
               default=Path(".trishield/eval/safety"), show_default=True,
               help="Where the suite's knowledge bases are built (and reused).")
 @click.option("--backend", "backends", multiple=True,
-              type=click.Choice(BACKENDS), help="Repeatable; default all.")
+              type=BACKEND_CHOICE, help="Repeatable; default all.")
 @click.option("--defense", "defenses", multiple=True,
-              type=click.Choice(DEFENSE_NAMES),
+              type=DEFENSE_CHOICE,
               help="Repeatable; default all.")
 @click.option("--panel", "panel_option", help="Comma-separated panel members.")
 @second_reader_option
@@ -295,7 +316,7 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
     )
 
     options = SafetyOptions(
-        out=out_dir, work_dir=work_dir, backends=backends or BACKENDS,
+        out=out_dir, work_dir=work_dir, backends=backends or backend_names(),
         defenses=defenses or SAFETY_DEFENSES,
         panel=tuple(parse_panel_option(panel_option)) if panel_option else FAST_PANEL,
         second_reader=second_reader_choice(second_reader_option,

@@ -29,7 +29,6 @@ from rich.progress import (
     Progress,
     TaskID,
     TextColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Table
 
@@ -84,14 +83,26 @@ def _limit_options(command: Callable) -> Callable:
 
 
 # -- progress --------------------------------------------------------------------------------
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"
+
+
 class IngestProgressBar:
     """Files read, then chunks embedded (with the embedding rate and an ETA) and documents
-    committed, as a rich progress display on stderr."""
+    committed, as a rich progress display on stderr.
+
+    The ETA is the ingest's own (:attr:`IngestProgress.eta_seconds`: the chunks left at the
+    rate so far, commits included), shown from the first encoder batch on; rich's remaining
+    time column needs two updates within 30 s, which a slow CPU never gave it."""
 
     def __init__(self, console: Console):
         self.progress = Progress(
             TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"), TimeRemainingColumn(), console=console,
+            TextColumn("{task.fields[detail]}"), console=console,
             transient=False, refresh_per_second=4)  # enough for a human; less CPU taken
         self._files: TaskID | None = None
         self._chunks: TaskID | None = None
@@ -109,9 +120,11 @@ class IngestProgressBar:
             self._documents = self.progress.add_task("committing docs",
                                                      total=state.documents_total, detail="")
         rate = (f"{state.chunks_per_second:.1f} chunks/s" if state.chunks_per_second else "")
-        self.progress.update(self._chunks, completed=state.chunks_embedded, detail=rate)
-        self.progress.update(self._documents, completed=state.documents_done,
-                             detail=f"batch {state.batches_done}/{state.batches_total}")
+        self.progress.update(self._chunks, completed=state.chunks_embedded,
+                             detail=" ".join(filter(None, (rate, _eta(state.eta_seconds)))))
+        batches = (f"{state.batches_done} batch(es) committed" if state.batches_total is None
+                   else f"batch {state.batches_done}/{state.batches_total}")
+        self.progress.update(self._documents, completed=state.documents_done, detail=batches)
 
 
 @contextmanager
@@ -138,13 +151,18 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
 @click.option("--update/--no-update", default=True, show_default=True,
               help="Store a changed file as a new version of its document (the old one is "
                    "retired and kept); --no-update refuses the run instead.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Documents per committed batch: an interrupt keeps finished batches.")
+@click.option("--commit-every", "commit_seconds", type=click.FloatRange(0, min_open=True),
+              default=30.0, show_default=True, metavar="SECONDS",
+              help="Commit a batch about this often (the first within seconds): an interrupt "
+                   "keeps everything but the running batch.")
+@click.option("--batch-size", type=click.IntRange(min=1),
+              help="At most this many documents per committed batch (default: no cap).")
 @_limit_options
 @click.option("--progress/--no-progress", "show_progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal and not --json).")
 @click.option("--model", "embedding_model", help="Embedding model for a new KB "
-              "(all-MiniLM-L6-v2 by default, or all-mpnet-base-v2).")
+              "(all-MiniLM-L6-v2 by default, all-MiniLM-L6-v2-int8: the same model in int8 "
+              "on ONNX Runtime, loads without torch; or all-mpnet-base-v2).")
 @click.option("--chunk-words", type=click.IntRange(min=1), help="Words per chunk (new KB; 120).")
 @click.option("--chunking", "chunk_strategy", type=click.Choice(("sections", "window")),
               help="How a new KB cuts documents: by their sections (default) or in word "
@@ -167,14 +185,15 @@ def _progress_bar(wanted: bool) -> Iterator[IngestProgressBar | None]:
                    "prints the effective settings.")
 @json_option
 def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writer: str,
-           id_prefix: str, update: bool, batch_size: int, show_progress: bool | None,
+           id_prefix: str, update: bool, commit_seconds: float, batch_size: int | None,
+           show_progress: bool | None,
            embedding_model: str | None, chunk_words: int | None, chunk_strategy: str | None,
            chunk_overlap: int | None,
            dense_index: str | None, engine_uri: str | None, engine_collection: str | None,
            engine_index: str | None, guard: bool, config_file: Path | None, json_output: bool,
            **limit_options: str) -> None:
     """Ingest PATH (JSONL, SQuAD JSON, .txt/.md/.rst, HTML, DOCX, PDF, or a folder of them) or
-    a --dataset into --kb, in committed batches.
+    a --dataset into --kb, in batches committed about every --commit-every seconds.
 
     Every file is read under limits (size, expanded size, pages, nesting, parse time and
     memory: the --max-* and --parse-* options). In a folder, files that cannot be read or
@@ -222,7 +241,8 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
             try:
                 result = ingest_loaded(kb, batch, source=source, tier=tier, writer=writer,
                                        batch_size=batch_size, update=update, guard=screen,
-                                       on_progress=bar.on_progress if bar else None)
+                                       on_progress=bar.on_progress if bar else None,
+                                       commit_seconds=commit_seconds)
             except IngestInterrupted as interrupted:
                 if bar:
                     bar.progress.stop()

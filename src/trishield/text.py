@@ -6,11 +6,11 @@ content-word overlap all see the same words.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from functools import lru_cache
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 _TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
@@ -21,7 +21,29 @@ word (tokenising is most of reading a passage at query time). Other text keeps t
 path: there lower-casing first could change a word (U+0130 becomes two characters)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*#])")
 
-STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS)
+
+
+def _bm25s_stopwords() -> tuple[str, ...]:
+    """bm25s's English stop-word list (``STOPWORDS_EN_PLUS``), read from its module file.
+
+    ``import bm25s.stopwords`` would first run the package's ``__init__``, which imports
+    scipy, tqdm and the BM25 implementation (half a second) for a list of words; the
+    module itself imports nothing, so it is loaded alone, under a private name.
+    """
+    package = importlib.util.find_spec("bm25s")
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("trishield needs bm25s (its stop-word list): pip install bm25s")
+    folder = next(iter(package.submodule_search_locations))
+    spec = importlib.util.spec_from_file_location("_trishield_bm25s_stopwords",
+                                                  f"{folder}/stopwords.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"bm25s has no stopwords.py in {folder}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.STOPWORDS_EN_PLUS)
+
+
+STOPWORDS: frozenset[str] = frozenset(_bm25s_stopwords())
 
 
 def words(text: str) -> list[str]:

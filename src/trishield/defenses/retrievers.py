@@ -9,7 +9,8 @@ by the score they came with, and embedded with the same model a knowledge base w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,11 @@ from trishield.kb import KnowledgeBase
 from trishield.kb.documents import TIERS
 from trishield.kb.retrieval import BACKENDS, Candidate
 from trishield.kb.store import StoredChunk
-from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
+from trishield.models.embedders import (
+    DEFAULT_EMBEDDING_MODEL,
+    get_embedding_model,
+    load_embedder,
+)
 from trishield.text import index_terms
 
 
@@ -58,6 +63,9 @@ class Passage:
     retriever's relevance score (higher is better; the given order is used when absent);
     ``ingested_at`` when the passage entered your store (Unix seconds), which Ring 2's evidence
     reads for precedence: a source that stood before any opposing one weighs more.
+    ``embedding`` is the passage's vector if your retriever has it, from the same model the
+    rings embed with (the screening's ``embedding_model``; its dimension is checked): it is
+    used as given (L2-normalised) instead of embedding the text again.
     """
 
     id: str
@@ -68,6 +76,7 @@ class Passage:
     writer: str = ""
     score: float | None = None
     ingested_at: float | None = None
+    embedding: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -86,6 +95,27 @@ class Passage:
                                              or not np.isfinite(self.ingested_at)):
             raise InputError(f"passage {self.id!r}: ingested_at must be a finite number of "
                              f"Unix seconds")
+        if self.embedding is not None:
+            object.__setattr__(self, "embedding", _unit_vector(self.embedding, self.id))
+
+
+def _unit_vector(value: Any, passage_id: str) -> np.ndarray:
+    """A given embedding as a read-only, L2-normalised float32 vector (the rings compare
+    vectors by inner product, as the KB's own normalised ones)."""
+    try:
+        vector = np.array(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InputError(f"passage {passage_id!r}: embedding must be a sequence of numbers, "
+                         f"got {type(value).__name__}") from None
+    if vector.ndim != 1 or len(vector) == 0 or not np.all(np.isfinite(vector)):
+        raise InputError(f"passage {passage_id!r}: embedding must be one non-empty row of "
+                         f"finite numbers, got shape {vector.shape}")
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        raise InputError(f"passage {passage_id!r}: embedding is all zeros")
+    vector /= norm
+    vector.setflags(write=False)
+    return vector
 
 
 class PassageRetriever:
@@ -115,7 +145,19 @@ class PassageRetriever:
         self._candidates = [self._candidate(passages[i], rank, pk=i, index=index_in_doc[i])
                             for rank, i in enumerate(order, start=1)]
         self._vocabulary = {term for p in passages for term in index_terms(p.text)}
+        dimension = get_embedding_model(embedding_model).dimension
         self._vectors: dict[int, np.ndarray] = {}
+        for pk, passage in enumerate(passages):
+            if passage.embedding is None:
+                continue
+            if len(passage.embedding) != dimension:
+                raise InputError(f"passage {passage.id!r}: its embedding has "
+                                 f"{len(passage.embedding)} dimensions, {embedding_model} "
+                                 f"gives {dimension}: give vectors of the model the rings "
+                                 "use (embedding_model), or none")
+            self._vectors[pk] = passage.embedding
+        self.encoded = 0
+        """Passages this retriever embedded itself (those given without an embedding)."""
 
     @staticmethod
     def _candidate(passage: Passage, rank: int, *, pk: int, index: int) -> Candidate:
@@ -132,8 +174,9 @@ class PassageRetriever:
         return self._candidates[:k]
 
     def embeddings(self, candidates: Sequence[Candidate]) -> np.ndarray | None:
-        """Encoded once per passage: Ring 1 and Ring 2 both ask for the same passages, and
-        encoding them is most of what a screening costs."""
+        """The given embeddings; the others encoded once per passage, in one batch: Ring 1
+        and Ring 2 both ask for the same passages, and encoding them is most of what a
+        screening costs."""
         if not candidates:
             return None
         missing = list({c.chunk.pk: c for c in candidates
@@ -143,6 +186,7 @@ class PassageRetriever:
             vectors = np.asarray(encoder.encode([c.chunk.text for c in missing]),
                                  dtype=np.float32)
             self._vectors.update(zip((c.chunk.pk for c in missing), vectors, strict=True))
+            self.encoded += len(missing)
         return np.stack([self._vectors[c.chunk.pk] for c in candidates])
 
     def unknown_terms(self, query: str) -> list[str]:

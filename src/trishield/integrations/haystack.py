@@ -100,7 +100,7 @@ class TriShieldRanker:
             if document.content is None:
                 raise InputError(f"document {document.id!r} has no text content")
             found.append(Found(document.id, document.content, document.meta, document.score,
-                               _parent(document.meta.get("source_id"))))
+                               _parent(document.meta.get("source_id")), document.embedding))
         by_id = {document.id: document for document in documents}
         self.last_screening = screened = screen_found(query, found, options)
         decided = screened.decisions

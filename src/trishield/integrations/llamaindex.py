@@ -90,7 +90,7 @@ class TriShieldPostprocessor(BaseNodePostprocessor):
             node = item.node
             by_id[node.node_id] = item
             found.append(Found(node.node_id, node.get_content(metadata_mode=MetadataMode.NONE),
-                               node.metadata, item.score, node.ref_doc_id))
+                               node.metadata, item.score, node.ref_doc_id, node.embedding))
         self._last = screened = screen_found(query_bundle.query_str, found, self._options)
         kept = []
         for passage in screened.screening.kept:

@@ -23,6 +23,12 @@ Defaults when a key is missing, and why:
   the embedding model the rings use anyway (:func:`with_relevance`). Ring 2 min-max
   normalises relevance over the pool, so the retriever's order alone (scored ``1/rank``) would
   make the seventh of eight passages look irrelevant, however close it was.
+* ``embedding`` (read only where the library's passage has no embedding of its own:
+  LangChain) -> embedded by TriShield. The libraries' own embeddings (LlamaIndex's
+  ``node.embedding``, Haystack's ``Document.embedding``) are used when present. Either must
+  come from the model the rings use (``embedding_model``; the dimension is checked): what is
+  given is not embedded again, and what is missing is embedded in one batch (with the
+  question, when relevance has to be computed).
 """
 
 from __future__ import annotations
@@ -61,10 +67,12 @@ class MetadataKeys:
     ingested_at: str = "ingested_at"
     score: str = "score"
     """Read only where the library's passages carry no score of their own (LangChain)."""
+    embedding: str = "embedding"
+    """Read only where the library's passages carry no embedding of their own (LangChain)."""
     sources: tuple[str, ...] = ("source", "file_path", "file_name")
 
     def __post_init__(self) -> None:
-        for name in ("tier", "writer", "doc_id", "title", "ingested_at", "score"):
+        for name in ("tier", "writer", "doc_id", "title", "ingested_at", "score", "embedding"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise InputError(f"metadata key for {name} must be a non-empty string, "
@@ -86,6 +94,8 @@ class Found:
     score: float | None = None
     parent_id: str | None = None
     """The library's own id for the document the passage was cut from, if it keeps one."""
+    embedding: Any = None
+    """The library's own embedding of the passage, if its retriever returned one."""
 
 
 @dataclass(frozen=True)
@@ -138,9 +148,11 @@ def to_passage(found: Found, keys: MetadataKeys, default_tier: str) -> Passage:
     writer = _text(meta, keys.writer, label) or source or doc_id
     title = _text(meta, keys.title, label) or (PurePosixPath(source).name if source else "")
     score = found.score if found.score is not None else meta.get(keys.score)
+    embedding = found.embedding if found.embedding is not None else meta.get(keys.embedding)
     return Passage(id=found.id, text=found.text, tier=tier, doc_id=doc_id, title=title,
                    writer=writer, score=score,
-                   ingested_at=_seconds(meta.get(keys.ingested_at), label, keys.ingested_at))
+                   ingested_at=_seconds(meta.get(keys.ingested_at), label, keys.ingested_at),
+                   embedding=embedding)
 
 
 def _text(meta: Mapping[str, Any], key: str, label: str, *, numbers: bool = False) -> str | None:
@@ -194,14 +206,25 @@ class Screened:
 def with_relevance(question: str, passages: Sequence[Passage],
                    embedding_model: str) -> list[Passage]:
     """``passages``, scored by cosine similarity to ``question`` when none has a score (see
-    the module docstring); as they are when any has one."""
+    the module docstring); as they are when any has one. The question and the passages that
+    came without an embedding are embedded in one batch, and those passages keep their new
+    embedding, so the rings do not embed them again."""
     if not passages or any(p.score is not None for p in passages):
         return list(passages)
+    missing = [p for p in passages if p.embedding is None]
     encoder = load_embedder(embedding_model)
-    vectors = np.asarray(encoder.encode([question, *(p.text for p in passages)]),
+    encoded = np.asarray(encoder.encode([question, *(p.text for p in missing)]),
                          dtype=np.float32)
-    return [replace(p, score=float(score))
-            for p, score in zip(passages, vectors[1:] @ vectors[0], strict=True)]
+    computed = dict(zip((p.id for p in missing), encoded[1:], strict=True))
+    scored = []
+    for passage in passages:
+        vector = passage.embedding if passage.embedding is not None else computed[passage.id]
+        if len(vector) != len(encoded[0]):
+            raise InputError(f"passage {passage.id!r}: its embedding has {len(vector)} "
+                             f"dimensions, {embedding_model} gives {len(encoded[0])}: give "
+                             "vectors of the model the rings use (embedding_model), or none")
+        scored.append(replace(passage, score=float(vector @ encoded[0]), embedding=vector))
+    return scored
 
 
 def screen_found(question: str, found: Sequence[Found], options: ScreenOptions) -> Screened:

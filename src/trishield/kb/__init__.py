@@ -1,13 +1,51 @@
-"""The knowledge base: documents in, chunks indexed, candidates out."""
+"""The knowledge base: documents in, chunks indexed, candidates out.
 
-from trishield.kb.chunking import ChunkingConfig, chunk_document
-from trishield.kb.documents import Chunk, Document, Tier, content_hash
-from trishield.kb.ingest_report import IngestInterrupted, IngestProgress, IngestReport
-from trishield.kb.knowledge_base import KBSettings, KnowledgeBase
-from trishield.kb.loaders import LoadedBatch, load_path
-from trishield.kb.read_limits import ReadLimits
-from trishield.kb.retrieval import BACKENDS, Candidate
-from trishield.kb.screening import Screener, ScreeningVerdict
+The names below are imported from their modules on first use (PEP 562): importing a light
+submodule (``trishield.kb.documents`` for the tiers, ``trishield.kb.read_limits``) then costs
+that module alone, not numpy, the indexes and the store, which the CLI's start-up relies on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trishield.kb.chunking import ChunkingConfig, chunk_document
+    from trishield.kb.documents import Chunk, Document, Tier, content_hash
+    from trishield.kb.ingest_report import IngestInterrupted, IngestProgress, IngestReport
+    from trishield.kb.knowledge_base import KBSettings, KnowledgeBase
+    from trishield.kb.loaders import LoadedBatch, load_path
+    from trishield.kb.read_limits import ReadLimits
+    from trishield.kb.retrieval import BACKENDS, Candidate
+    from trishield.kb.screening import Screener, ScreeningVerdict
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "trishield.kb.chunking": ("ChunkingConfig", "chunk_document"),
+    "trishield.kb.documents": ("Chunk", "Document", "Tier", "content_hash"),
+    "trishield.kb.ingest_report": ("IngestInterrupted", "IngestProgress", "IngestReport"),
+    "trishield.kb.knowledge_base": ("KBSettings", "KnowledgeBase"),
+    "trishield.kb.loaders": ("LoadedBatch", "load_path"),
+    "trishield.kb.read_limits": ("ReadLimits",),
+    "trishield.kb.retrieval": ("BACKENDS", "Candidate"),
+    "trishield.kb.screening": ("Screener", "ScreeningVerdict"),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use and kept."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trishield.kb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
+
 
 __all__ = [
     "BACKENDS",

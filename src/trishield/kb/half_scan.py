@@ -37,8 +37,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import faiss
 import numpy as np
+
+from trishield.kb.lazy_faiss import faiss
 
 SPARE_ROWS = 64
 """Rows read past the asked depth by the half-precision scan, at least (see

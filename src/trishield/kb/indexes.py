@@ -37,11 +37,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import faiss
 import numpy as np
 
 from trishield.errors import KnowledgeBaseError
 from trishield.kb.half_scan import HalfScan, reading
+from trishield.kb.lazy_faiss import faiss
 from trishield.kb.lexical_index import ANALYZER as ANALYZER  # re-exported
 from trishield.kb.lexical_index import LexicalIndex as LexicalIndex  # re-exported
 

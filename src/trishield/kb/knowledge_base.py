@@ -62,7 +62,6 @@ from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.engines import sync as engine_sync
 from trishield.kb.engines.config import EngineConfig
-from trishield.kb.id_policy import new_id_problem
 from trishield.kb.index_backend import EmbeddedBackend, catch_up
 from trishield.kb.indexes import (
     DENSE_KINDS,
@@ -73,6 +72,7 @@ from trishield.kb.indexes import (
     file_digests,
 )
 from trishield.kb.ingest_report import (
+    CommitPacer,
     IngestInterrupted,
     IngestReport,
     ProgressCallback,
@@ -94,7 +94,6 @@ from trishield.kb.ownership import (
 from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.screening import Screener, ScreeningVerdict
 from trishield.kb.store import SCHEMA_VERSION, Store
-from trishield.kb.unicode_checks import id_problem
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
 
 DATABASE = "kb.sqlite"
@@ -103,9 +102,6 @@ MAX_K = 1000
 OUTLIER_REFERENCE_SIZE = 2000
 EMBED_SLICE = 256
 """Chunks embedded between two checks of a write's time limit."""
-PROGRESS_SLICE = 256
-"""Chunks embedded between two progress reports: a few seconds apart on a CPU, and large
-enough that the embedder still sorts and batches them well."""
 SNAPSHOT_ALWAYS_BELOW = 2000
 """A KB with fewer chunks saves its dense snapshot after every write (a few megabytes)."""
 SNAPSHOT_MIN_CHANGES = 1000
@@ -194,6 +190,8 @@ def _check_new_ids(documents: Sequence[Document], known: set[str]) -> None:
     """Refuse a document whose id is new to the KB and outside the id policy
     (:mod:`trishield.kb.id_policy`). An id the KB already stores or holds keeps working, so
     that a KB written before the policy can still update and replace its documents."""
+    from trishield.kb.id_policy import new_id_problem  # its confusables tables: on writes only
+
     for document in documents:
         if document.id in known:
             continue
@@ -441,22 +439,18 @@ class KnowledgeBase:
                on_slice: Callable[[int, float], None] | None = None) -> np.ndarray:
         """Embed ``texts``, in slices when the write has a time limit, so that a batch too
         large for it stops with :class:`BusyError` (nothing written) instead of holding the
-        writer for as long as it takes, and when someone watches (``on_slice`` is told how
-        many chunks each slice embedded and how long it took: a progress bar's rate)."""
-        if self.write_time_limit is None and on_slice is None:
-            return self.embedder.encode(texts, progress=progress)
-        size = EMBED_SLICE if on_slice is None else PROGRESS_SLICE
+        writer for as long as it takes. ``on_slice`` is told how many chunks each encoder
+        batch embedded and how long it took (a progress bar's rate and ETA)."""
+        if self.write_time_limit is None:
+            return self.embedder.encode(texts, progress=progress, on_batch=on_slice)
         parts = []
-        for start in range(0, len(texts), size):
-            if (self.write_time_limit is not None
-                    and time.perf_counter() - started > self.write_time_limit):
+        for start in range(0, len(texts), EMBED_SLICE):
+            if time.perf_counter() - started > self.write_time_limit:
                 raise BusyError(f"the write took longer than {self.write_time_limit:g} s after "
                                 f"embedding {start} of {len(texts)} chunks; nothing was "
                                 "written: send smaller batches", retry_after=30)
-            slice_started = time.perf_counter()
-            parts.append(self.embedder.encode(texts[start:start + size], progress=progress))
-            if on_slice is not None:
-                on_slice(len(parts[-1]), time.perf_counter() - slice_started)
+            parts.append(self.embedder.encode(texts[start:start + EMBED_SLICE],
+                                              progress=progress, on_batch=on_slice))
         return np.concatenate(parts) if parts else np.zeros((0, self.dimension), np.float32)
 
     # -- writing ----------------------------------------------------------------------------
@@ -473,6 +467,7 @@ class KnowledgeBase:
         batch_size: int | None = None,
         update: bool = False,
         on_progress: ProgressCallback | None = None,
+        commit_seconds: float | None = None,
     ) -> IngestReport:
         """Add documents; ``writer_key`` is the API key that writes them ('' for a local
         write), which owns what it stores.
@@ -485,11 +480,14 @@ class KnowledgeBase:
         ``update``, a changed text of the writer's own id from the same source is stored as
         the document's next version and the stored one is retired (kept, audited).
 
-        Without ``batch_size`` the input is one batch, written atomically (the HTTP API's
-        all-or-nothing write). With it, the new documents are committed ``batch_size`` at a
-        time, each batch in its own transaction followed by its indexes: an interrupt
-        raises :class:`IngestInterrupted` with the report of the committed batches (the
-        running one is rolled back), and a re-run skips what they stored as duplicates.
+        Without ``batch_size`` and ``commit_seconds`` the input is one batch, written
+        atomically (the HTTP API's all-or-nothing write). With ``commit_seconds``, the new
+        documents are committed in batches sized to take about that long (the first one
+        small: see :class:`~trishield.kb.ingest_report.CommitPacer`); with ``batch_size``,
+        at most that many documents a batch. Each batch is its own transaction followed by
+        its indexes: an interrupt raises :class:`IngestInterrupted` with the report of the
+        committed batches (the running one is rolled back), and a re-run skips what they
+        stored as duplicates.
 
         With a ``guard`` (Ring 1, or any :class:`~trishield.kb.screening.Screener`), or else
         the KB's own ``screener``, documents it blocks go to the quarantine table with their
@@ -511,6 +509,12 @@ class KnowledgeBase:
                                        or not isinstance(batch_size, int) or batch_size < 1):
             raise InputError(f"batch size must be a positive number of documents, got "
                              f"{batch_size!r}")
+        if commit_seconds is not None and (isinstance(commit_seconds, bool) or not isinstance(
+                commit_seconds, int | float) or not 0 < commit_seconds < float("inf")):
+            raise InputError(f"commit seconds must be a positive number, got "
+                             f"{commit_seconds!r}")
+        from trishield.kb.unicode_checks import id_problem  # loaded by a write, not an open
+
         for document in documents:
             problem = id_problem(document.id)
             if problem is not None:
@@ -542,19 +546,25 @@ class KnowledgeBase:
                 report.seconds = time.perf_counter() - started
                 return report
             chunks = [chunk_document(document, self.settings.chunking) for document in plan.new]
-            size = batch_size or len(plan.new)
-            parts = [range(start, min(start + size, len(plan.new)))
-                     for start in range(0, len(plan.new), size)]
-            tracker = ProgressTracker(on_progress, len(plan.new), sum(map(len, chunks)),
-                                      len(parts))
+            pacer = CommitPacer(commit_seconds, batch_size)
+            counts = [len(per) for per in chunks]
+            tracker = ProgressTracker(
+                on_progress, len(plan.new), sum(counts), None if pacer.by_time else
+                -(-len(plan.new) // (batch_size or max(len(plan.new), 1))))
             write = _BatchWrite(tier=tier, writer=writer, source=source, writer_key=writer_key,
                                 guard=guard, progress=progress, started=started)
             load_embedder(self.settings.embedding_model)  # loading is not embedding time
+            tracker.start()
             try:
-                for number, part in enumerate(parts):
-                    self._write_batch(write, plan, [plan.new[i] for i in part],
-                                      [chunks[i] for i in part],
-                                      plan.duplicates if number == 0 else [], report, tracker)
+                start = 0
+                while start < len(plan.new):
+                    end = pacer.next_end(counts, start)
+                    batch_started = time.perf_counter()
+                    self._write_batch(write, plan, plan.new[start:end], chunks[start:end],
+                                      plan.duplicates if start == 0 else [], report, tracker,
+                                      last=end == len(plan.new))
+                    pacer.record(sum(counts[start:end]), time.perf_counter() - batch_started)
+                    start = end
             except KeyboardInterrupt:
                 report.seconds = time.perf_counter() - started
                 raise IngestInterrupted(report) from None
@@ -563,7 +573,7 @@ class KnowledgeBase:
 
     def _write_batch(self, write: _BatchWrite, plan: BatchPlan, documents: list[Document],
                      chunks: list[list[Chunk]], duplicates: list[dict[str, str]],
-                     report: IngestReport, tracker: ProgressTracker) -> None:
+                     report: IngestReport, tracker: ProgressTracker, *, last: bool) -> None:
         """Embed, screen and commit one batch of ``plan``'s new documents (caller holds the
         write lock), then write its indexes; ``report`` counts it once it is committed."""
         texts = [chunk.text for per_document in chunks for chunk in per_document]
@@ -631,7 +641,7 @@ class KnowledgeBase:
         report.screened += len(verdicts)
         report.displaced.extend(claim.doc_id for claim, _ in displaced)
         report.chunks_added += len(kept_rows)
-        tracker.committed(len(documents))
+        tracker.committed(len(documents), last=last)
         _fault_point("after-commit")
         report.warnings.extend(self._after_commit())
         report.generation = self.store.generation()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from trishield.kb.store import StoredChunk
 from trishield.registry import Registry
+
+if TYPE_CHECKING:  # the store (numpy, the lexical index) is not needed to name the backends
+    from trishield.kb.store import StoredChunk
 
 RRF_CONSTANT = 60
 """The usual reciprocal-rank-fusion constant (Cormack et al., 2009)."""

@@ -33,6 +33,7 @@ import logging
 import resource
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import h11
@@ -262,10 +263,26 @@ def quiet_accept_errors(loop: asyncio.AbstractEventLoop, metrics: ServiceMetrics
 class GuardedServer(uvicorn.Server):
     """uvicorn's server, with :func:`quiet_accept_errors` installed on its loop."""
 
-    def __init__(self, config: uvicorn.Config, *, metrics: ServiceMetrics):
+    def __init__(self, config: uvicorn.Config, *, metrics: ServiceMetrics,
+                 on_started: Callable[[int], None] | None = None,
+                 on_stopped: Callable[[], None] | None = None):
         super().__init__(config)
         self._metrics = metrics
+        self._on_started = on_started
+        self._on_stopped = on_stopped
 
     async def startup(self, sockets: list[Any] | None = None) -> None:
         quiet_accept_errors(asyncio.get_running_loop(), self._metrics)
         await super().startup(sockets=sockets)
+        if self.started and self._on_started is not None:  # the port is open: say where
+            bound = [s.getsockname()[1] for server in self.servers for s in server.sockets]
+            self._on_started(bound[0] if bound else self.config.port)
+
+    async def shutdown(self, sockets: list[Any] | None = None) -> None:
+        # here, not after run(): uvicorn re-raises a caught SIGTERM once run() ends, which
+        # kills the process before any code after it
+        try:
+            await super().shutdown(sockets=sockets)
+        finally:
+            if self._on_stopped is not None:
+                self._on_stopped()

@@ -23,6 +23,7 @@ from trishield.service.connections import (
     listen_backlog,
     raise_descriptor_limit,
 )
+from trishield.service.discovery import announce, url_for, withdraw
 from trishield.service.runtime import Runtime, ServiceConfig, freeze_startup_heap
 
 STARTUP_FAILURE = 3
@@ -71,8 +72,15 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
         h11_max_incomplete_event_size=MAX_HEADER_BYTES, server_header=False,
         timeout_keep_alive=limits.keep_alive_s,  # type: ignore[arg-type]  # seconds, float
         backlog=backlog, access_log=log_level == "debug")
-    server = GuardedServer(server_config, metrics=runtime.metrics)
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl-C again at its end
-        server.run()
+    # once the port is open, the KB directory says where: `trishield ask/search --kb` then
+    # uses this server (trishield.service.discovery); the file goes when the server stops
+    server = GuardedServer(server_config, metrics=runtime.metrics,
+                           on_started=lambda bound: announce(config.kb_dir, url_for(host, bound)),
+                           on_stopped=lambda: withdraw(config.kb_dir))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl-C again at its end
+            server.run()
+    finally:
+        withdraw(config.kb_dir)
     if not server.started:
         raise SystemExit(STARTUP_FAILURE)

@@ -26,7 +26,7 @@ from typing import Any
 from trishield.config import enforce_offline
 from trishield.errors import InputError, ModelError, require_extra
 from trishield.kb.retrieval import Candidate
-from trishield.models.embedders import load_embedder
+from trishield.models.embedders import get_embedding_model, load_embedder
 from trishield.stages import Run
 
 TASK_TYPES = ("single_hop", "multi_hop")
@@ -44,7 +44,10 @@ def _defender(embedding_model: str, task_type: str) -> Any:
         # 0.1.1 truncated the list instead of running stage 2; other versions are unmeasured
         raise ModelError(f"ragdefender {ragdefender.__version__} is installed; TriShield's "
                          "comparison is pinned to 0.2.0")
-    encoder = load_embedder(embedding_model).sentence_transformer
+    # an ONNX model (all-MiniLM-L6-v2-int8) has no SentenceTransformer: its fp32 twin is the
+    # same model, which is what RAGDefender's own embeddings then use
+    twin = get_embedding_model(embedding_model).twin
+    encoder = load_embedder(twin or embedding_model).sentence_transformer
     return RAGDefender(embedder=encoder, task_type=task_type, device="cpu")
 
 
