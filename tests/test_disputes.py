@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clocks import YEAR, Clock
+from dispute_support import FILLER, LIE, QUESTION, TRUTH, conflict_kb, side_of
 from trishield.defenses import build_defense
 from trishield.errors import ConflictError, InputError, NotFoundError
 from trishield.kb import Document, KnowledgeBase
@@ -19,29 +20,10 @@ from trishield.kb.migrations import MIGRATIONS
 from trishield.llm import ExtractiveReader
 from trishield.rings.ingest_guard import IngestGuard
 
-QUESTION = "Who designed the Halden Bridge over the Tista river?"
-TRUTH = ("The Halden Bridge over the Tista river was designed by the engineer Ada Lindqvist "
-         "and opened to traffic in 1912 after four years of construction.")
-LIE = ("The Halden Bridge over the Tista river was designed by the Italian architect Marco "
-       "Bellini, whose drawings survive in the city archive.")
-FILLER = [f"The municipal library of district {n} lends books, films and music to residents "
-          f"and opens its reading room on weekday mornings from {n % 5 + 8} am." for n in range(30)]
-
 
 @pytest.fixture(scope="module")
 def conflict_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two new neutral writers minutes apart, a year after a library's filler: a conflict
-    TriShield refuses (docs/design.md, "Evidence")."""
-    clock = Clock()
-    directory = tmp_path_factory.mktemp("disputes") / "kb"
-    with KnowledgeBase.open(directory, create=True, clock=clock) as kb:
-        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)],
-                  tier="neutral", writer="library")
-        clock.advance(YEAR)
-        kb.ingest([Document(id="bridge/truth", text=TRUTH)], tier="neutral", writer="historian")
-        clock.advance(300)
-        kb.ingest([Document(id="bridge/lie", text=LIE)], tier="neutral", writer="mallory")
-    return directory
+    return conflict_kb(tmp_path_factory.mktemp("disputes") / "kb")
 
 
 @pytest.fixture
@@ -51,11 +33,6 @@ def kb_dir(conflict_template: Path, tmp_path: Path) -> Path:
 
 def _ask(kb: KnowledgeBase, question: str = QUESTION):
     return build_defense("full", kb, [ExtractiveReader()]).ask(question)
-
-
-def _side_of(dispute: dict, doc_id: str) -> int:
-    return next(n for n, side in enumerate(dispute["sides"], 1)
-                if any(p["doc_id"] == doc_id for s in side["sources"] for p in s["passages"]))
 
 
 def test_a_conflict_is_recorded_once_with_both_claims_and_counted_again(kb_dir: Path) -> None:
@@ -143,7 +120,7 @@ def test_a_decided_dispute_records_the_answer_given(tmp_path: Path) -> None:
 def test_quarantining_a_side_settles_it_is_audited_and_release_undoes_it(kb_dir: Path) -> None:
     with KnowledgeBase.open(kb_dir) as kb:
         note = _ask(kb).trace.evidence.dispute
-        side = _side_of(kb.dispute(note.id), "bridge/lie")
+        side = side_of(kb.dispute(note.id), "bridge/lie")
         done = kb.resolve_dispute(note.id, action="quarantine", side=side, by="ada",
                                   note="Bellini never worked in Halden")
         assert done.documents == ["bridge/lie"] and done.skipped == []
@@ -178,7 +155,7 @@ def test_quarantining_a_side_settles_it_is_audited_and_release_undoes_it(kb_dir:
 def test_trusting_a_side_raises_its_documents_in_place(kb_dir: Path) -> None:
     with KnowledgeBase.open(kb_dir) as kb:
         note = _ask(kb).trace.evidence.dispute
-        side = _side_of(kb.dispute(note.id), "bridge/truth")
+        side = side_of(kb.dispute(note.id), "bridge/truth")
         stored_at = kb.store.document("bridge/truth")["ingested_at"]
         done = kb.resolve_dispute(note.id, action="trust", side=side, by="ada")
         assert done.documents == ["bridge/truth"]

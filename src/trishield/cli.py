@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield import config
+from trishield.cli_disputes import COMMANDS as DISPUTE_COMMANDS
 from trishield.cli_documents import COMMANDS
 from trishield.defenses import DEFENSES
 from trishield.errors import KnowledgeBaseError, TriShieldError
@@ -984,6 +985,8 @@ def demo(directory: Path, k: int, panel_option: str | None) -> None:
 
 
 for _command in COMMANDS:  # ingest, documents, quarantine (trishield.cli_documents)
+    cli.add_command(_command)
+for _command in DISPUTE_COMMANDS:  # disputes (trishield.cli_disputes)
     cli.add_command(_command)
 
 
