@@ -42,6 +42,10 @@ def test_a_conflict_is_recorded_once_with_both_claims_and_counted_again(kb_dir: 
         assert first.refused and "conflicting sources" in first.reason
         note = first.trace.evidence.dispute
         assert note is not None and note.recorded and note.occurrences == 1, note
+        # the recording's cheap commit (synchronous=NORMAL, a short wait) is its own only
+        connection = kb.store.connection
+        assert connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert connection.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
         again = _ask(kb, "  who designed the HALDEN bridge over the Tista river ")
         listed = kb.disputes()
         dispute = kb.dispute(note.id)
