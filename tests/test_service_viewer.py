@@ -461,6 +461,7 @@ def test_disputes_page_lists_shows_and_settles_a_conflict(live_app, browser) -> 
     assert any("1891" in text for text in shown) and any("1905" in text for text in shown)
     assert all(column.find_elements(By.CSS_SELECTOR, "mark.hl-claim") for column in columns)
     _screenshot(browser, "viewer-disputes")
+    _viewport_shot(browser, "docs-viewer-disputes", browser.find_element(By.ID, "disputes"))
     guide = next(c for c in columns if "town-guide" in c.text)
     number = guide.get_attribute("data-side")
     browser.find_element(By.ID, "resolve-note").send_keys("the harbour board's date")
