@@ -109,3 +109,17 @@ def test_the_disputes_module_imports_nothing_heavy_at_module_level() -> None:
                         "rich.console", "rich.markup", "rich.table"}, imported
     inside = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "trishield.kb" in inside
+
+
+def test_the_answers_summary_points_to_the_dispute(tmp_path: Path) -> None:
+    """`trishield ask` prints the summary: a recorded conflict names its dispute."""
+    from rich.console import Console
+
+    from trishield.trace_view import render_summary
+
+    with KnowledgeBase.open(conflict_kb(tmp_path / "kb")) as kb:
+        answer = build_defense("full", kb, [ExtractiveReader()]).ask(QUESTION)
+    console = Console(record=True, width=200)
+    render_summary(console, answer)
+    assert "dispute: recorded as 1 (met 1x, open): `trishield disputes show 1`" in \
+        console.export_text()
