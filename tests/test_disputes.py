@@ -69,7 +69,8 @@ def test_a_conflict_is_recorded_once_with_both_claims_and_counted_again(kb_dir: 
         assert passage["text"] in (TRUTH, LIE)
 
 
-def test_a_read_only_kb_answers_and_the_trace_says_it_was_not_recorded(kb_dir: Path) -> None:
+def test_a_read_only_kb_answers_and_the_trace_says_it_was_not_recorded(
+        kb_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     with KnowledgeBase.open(kb_dir) as kb:
         writable = _ask(kb)
     with KnowledgeBase.open(kb_dir, read_only=True) as kb:  # as a read-only directory is
@@ -78,6 +79,7 @@ def test_a_read_only_kb_answers_and_the_trace_says_it_was_not_recorded(kb_dir: P
         (writable.answer, writable.refused, writable.reason)
     note = answer.trace.evidence.dispute
     assert note is not None and not note.recorded and "read-only" in note.note
+    assert any("not recorded as disputes" in r.getMessage() for r in caplog.records)
 
 
 def test_a_busy_kb_answers_after_a_short_wait_and_says_so(kb_dir: Path) -> None:

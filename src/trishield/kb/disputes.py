@@ -185,6 +185,8 @@ class Recorded:
                 "state": self.state, "note": self.note}
 
 
+_READ_ONLY_LOGGED: set = set()
+
 _UPSERT = """INSERT INTO disputes (dedupe_key, origin, question, outcome, decision, reason,
     sides, writers, documents, first_seen, last_seen)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -232,6 +234,10 @@ def record(store, dispute: Dispute) -> Recorded:
     transaction of its own; never raises for the KB's state (read-only, busy, full), it says
     so instead, so that a question is answered whatever becomes of its record."""
     if store.read_only:
+        if store.path not in _READ_ONLY_LOGGED:  # once per KB: every question would say it
+            _READ_ONLY_LOGGED.add(store.path)
+            log.warning("%s is read-only: conflicts between writers are not recorded as "
+                        "disputes (each answer's trace says so)", store.path)
         return Recorded(False, note="not recorded: the knowledge base is served read-only")
     try:
         with _cheap(store.connection, RECORD_BUSY_TIMEOUT_S), \
