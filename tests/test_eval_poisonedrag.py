@@ -416,8 +416,8 @@ def test_sleeper_kb_gives_five_writers_a_record_before_poison_i_of_every_target(
 @pytest.mark.slow
 def test_patient_kb_spreads_the_sleepers_campaign_over_simulated_days(tmp_path: Path) -> None:
     """The ``patient`` setting: the same writers and documents as ``sleeper``, stamped by
-    the KB's clock a year and a day after the base (records) and a week plus i days after that (sleeper
-    i's posts): no two sleepers post within a day, each after a week of writing."""
+    the KB's clock a year and a day after the base (records) and a week plus i days after
+    that (sleeper i's posts): no two sleepers post within a day, each after a week of writing."""
     targets = TARGETS[:2]
     base, _ = _small_base(tmp_path, targets, extra=20)
     with KnowledgeBase.open(base) as kb:

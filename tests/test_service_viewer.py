@@ -418,3 +418,66 @@ def test_docs_page_renders_in_the_browser(live_app, browser) -> None:
     border = browser.find_element(By.CSS_SELECTOR, ".op").value_of_css_property("border-top-style")
     assert border == "solid"  # the stylesheet loaded under the CSP
     _screenshot(browser, "docs")
+
+
+def test_disputes_page_lists_shows_and_settles_a_conflict(live_app, browser) -> None:
+    """The lighthouse conflict asked on the ask page is recorded as a dispute (the answer
+    links to it); the disputes page (admins) lists it, shows the two claims side by side with
+    their passages, and quarantines a side, audited; the quarantine's release undoes it."""
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    from service_support import bearer
+
+    url, keys = live_app
+    _use_key(browser, url, "index.html", keys.reader)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#panel input[data-member]"))
+    question = browser.find_element(By.ID, "question")
+    question.clear()
+    question.send_keys(LIGHTHOUSE_QUESTION)
+    browser.find_element(By.ID, "ask-button").click()
+    _wait(browser, lambda d: d.find_elements(By.ID, "dispute-note"))
+    note = browser.find_element(By.ID, "dispute-note")
+    assert "Recorded as dispute" in note.text
+    link = note.find_element(By.TAG_NAME, "a").get_attribute("href")
+    assert "disputes.html#id=" in link
+    dispute_id = int(link.rsplit("=", 1)[1])
+
+    _use_key(browser, url, "disputes.html", keys.reader)
+    _wait(browser, lambda d: "admins" in d.find_element(By.ID, "status").text)
+    _use_key(browser, url, "disputes.html", keys.admin)
+    _wait(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+          == "loaded")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#disputes-table tbody tr")
+    row = next(r for r in rows if LIGHTHOUSE_QUESTION in r.text)
+    assert "harbour-society" in row.text and "town-guide" in row.text and "conflict" in row.text
+    row.find_element(By.CSS_SELECTOR, "button[data-show]").click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#dispute-grid .side"))
+    columns = browser.find_elements(By.CSS_SELECTOR, "#dispute-grid .side")
+    assert len(columns) == 2
+    first, second = columns[0].rect, columns[1].rect
+    assert second["x"] >= first["x"] + first["width"] - 1 and abs(second["y"] - first["y"]) < 5
+    shown = [column.text for column in columns]
+    assert any("1891" in text for text in shown) and any("1905" in text for text in shown)
+    assert all(column.find_elements(By.CSS_SELECTOR, "mark.hl-claim") for column in columns)
+    _screenshot(browser, "viewer-disputes")
+    _viewport_shot(browser, "docs-viewer-disputes", browser.find_element(By.ID, "disputes"))
+    guide = next(c for c in columns if "town-guide" in c.text)
+    number = guide.get_attribute("data-side")
+    browser.find_element(By.ID, "resolve-note").send_keys("the harbour board's date")
+    guide.find_element(By.CSS_SELECTOR, "button[data-action='quarantine']").click()
+    _wait(browser, lambda d: "resolved" in d.find_element(By.ID, "status").text)
+    status = browser.find_element(By.ID, "status").text
+    assert "lighthouse/town-guide" in status and "audited as ada" in status
+    _wait(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute(
+        "data-dispute-state") == "resolved")
+    assert "resolved by ada" in browser.find_element(By.ID, "dispute-closed").text
+    held = browser.find_element(By.CSS_SELECTOR, f"#dispute-grid .side[data-side='{number}']")
+    assert "held" in held.text and not held.find_elements(By.CSS_SELECTOR, "button")
+    assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None
+    # put the KB back as the other tests found it (the quarantine's own release)
+    released = httpx.post(f"{url}/v1/quarantine/lighthouse/town-guide/release",
+                          headers=bearer(keys.admin), timeout=60)
+    assert released.status_code == 200, released.text
+    assert httpx.get(f"{url}/v1/disputes/{dispute_id}",
+                     headers=bearer(keys.admin)).json()["state"] == "resolved"

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from trishield import config
 from trishield.cli_choices import BACKEND_CHOICE, DEFENSE_CHOICE, GATE_CHOICE, backend_names
+from trishield.cli_disputes import COMMANDS as DISPUTE_COMMANDS
 from trishield.cli_documents import COMMANDS
 from trishield.errors import KnowledgeBaseError, TriShieldError
 from trishield.kb.documents import TIERS
@@ -1005,6 +1006,8 @@ def demo(directory: Path, k: int, panel_option: str | None) -> None:
 
 
 for _command in COMMANDS:  # ingest, documents, quarantine (trishield.cli_documents)
+    cli.add_command(_command)
+for _command in DISPUTE_COMMANDS:  # disputes (trishield.cli_disputes)
     cli.add_command(_command)
 
 

@@ -429,7 +429,9 @@ def quarantine_list(kb_dir: Path, include_released: bool, json_output: bool) -> 
     for row in rows:
         state = row["state"] if row["state"] == "held" else f"{row['state']} by {row['closed_by']}"
         table.add_row(escape(row["id"]), escape(row["writer"]), row["tier"],
-                      f"{row['verdict']['c']:.3f}", escape("; ".join(row["verdict"]["reasons"])),
+                      # a document withdrawn for a dispute was never scored ("c": null)
+                      "-" if row["verdict"].get("c") is None else f"{row['verdict']['c']:.3f}",
+                      escape("; ".join(row["verdict"]["reasons"])),
                       escape(state))
     if not rows:
         table.add_row("(empty)", "", "", "", "", "")

@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from trishield.kb.disputes import Dispute, Recorded
 from trishield.kb.retrieval import Candidate
 from trishield.llm.base import LLMResponse, Reader, ReaderAnswer
 from trishield.trace import CallRow, CandidateRow, ContextRow, RemovedRow, Trace
@@ -168,6 +169,17 @@ class WriterRecords(Protocol):
     def writer_records(self) -> tuple[dict[str, int], dict[str, float]]:
         """Each writer's stored documents and its first stored document's time (its tenure
         starts there), read together: Ring 2 asks once per question."""
+        ...
+
+
+@runtime_checkable
+class DisputeLog(Protocol):
+    """A retriever that keeps a disputes queue (a knowledge base does; passages from
+    elsewhere have nowhere to keep one): Ring 3 records there the conflicts between writers
+    it weighed (docs/design.md, "Disputes")."""
+
+    def record_dispute(self, dispute: Dispute) -> Recorded:
+        """Record (or count again) ``dispute``; never raises for the store's state."""
         ...
 
 

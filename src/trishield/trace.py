@@ -193,6 +193,18 @@ class WeighingRow(_Row):
     opposition: ClaimRow | None = None
 
 
+class DisputeNote(_Row):
+    """What became of the conflict between writers that the weighing met: recorded in the
+    knowledge base's disputes queue (its id, how often it was met, its state), or not, and
+    why (docs/design.md, "Disputes")."""
+
+    recorded: bool
+    id: int | None = None
+    occurrences: int | None = None
+    state: str | None = None
+    note: str = ""
+
+
 class EvidenceTrace(_Row):
     """The pool read as evidence: claims, near-duplicate clusters, writers' track records,
     and every answer weighed (docs/design.md, "Evidence")."""
@@ -201,6 +213,9 @@ class EvidenceTrace(_Row):
     near_duplicate_clusters: list[list[str]]
     writer_records: dict[str, float]
     verdicts: list[WeighingRow] = Field(default_factory=list)
+    dispute: DisputeNote | None = None
+    """Set when the last weighing opposed claims of different writers and the retriever keeps
+    a disputes queue (a knowledge base)."""
 
 
 class ContextRow(_Row):

@@ -105,6 +105,8 @@ def render_answer(console: Console, answer: Answer) -> None:
         console.print(_ring3_table(trace.ring3, trace.gate))
         if trace.evidence is not None and trace.evidence.verdicts:
             console.print(_evidence_table(trace.evidence))
+        if (line := dispute_line(trace.evidence)) is not None:
+            console.print(line)
     elif trace.reader is not None:
         vote = trace.reader
         console.print(f"Reader {escape(vote.member)} ({escape(vote.vendor)}): "
@@ -121,6 +123,18 @@ def render_answer(console: Console, answer: Answer) -> None:
                       f"[dim]citations: {cited}; {escape(answer.reason)}[/]")
     console.print(f"[dim]LLM calls {trace.llm_calls} (+{trace.llm_calls_cached} cached), "
                   f"{trace.timings_s['total']:.2f}s[/]")
+
+
+def dispute_line(evidence: EvidenceTrace | None) -> str | None:
+    """What became of the conflict between writers the weighing met (docs/design.md,
+    "Disputes"), as one line of markup; None when there was none to record."""
+    note = None if evidence is None else evidence.dispute
+    if note is None:
+        return None
+    if not note.recorded:
+        return f"dispute: {escape(note.note)}"
+    return (f"dispute: recorded as {note.id} (met {note.occurrences}x, {note.state}): "
+            f"`trishield disputes show {note.id}`")
 
 
 def render_summary(console: Console, answer: Answer) -> None:
@@ -143,6 +157,8 @@ def render_summary(console: Console, answer: Answer) -> None:
         console.print(f"  Ring 3 gate: {escape('; '.join(trace.gate.reasons))}")
     if trace.evidence is not None and trace.evidence.verdicts:
         console.print(f"  evidence: {escape(trace.evidence.verdicts[-1].reason)}")
+    if (line := dispute_line(trace.evidence)) is not None:
+        console.print(f"  {line}")
     console.print(f"[dim]  {trace.llm_calls} LLM call(s) (+{trace.llm_calls_cached} cached), "
                   f"{trace.timings_s.get('total', 0.0):.2f}s; --trace for every decision, "
                   "--json for the whole record[/]")

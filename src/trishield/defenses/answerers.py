@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from trishield.answers import contains_answer, normalize_answer, same_answer
+from trishield.defenses.disputes import note_dispute
 from trishield.llm.base import Reader, ReaderAnswer
 from trishield.rings.claim_rules import answers_as_asked
 from trishield.rings.consensus import (
@@ -129,8 +130,17 @@ class PanelConsensus:
         return run.signals.flagged if self.config.gate == "gated" else []
 
     def answer(self, run: Run, question: str, context: list[ContextPassage]) -> Outcome:
+        """The answer or refusal; a conflict between writers that the weighing met is then
+        recorded in the retriever's disputes queue (:mod:`trishield.defenses.disputes`),
+        which changes nothing of the outcome."""
         evidence = run.evidence if isinstance(run.evidence, Evidence) else context_evidence(
             question, context)
+        outcome = self._answer(run, question, context, evidence)
+        note_dispute(run, question, evidence, outcome)
+        return outcome
+
+    def _answer(self, run: Run, question: str, context: list[ContextPassage],
+                evidence: Evidence) -> Outcome:
         position = evidence.position
         evidence.suspects = frozenset(position[i] for i in run.signals.flagged if i in position)
         in_context = [position[p.id] for p in context if p.id in position]

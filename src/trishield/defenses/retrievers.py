@@ -16,6 +16,7 @@ import numpy as np
 
 from trishield.errors import InputError
 from trishield.kb import KnowledgeBase
+from trishield.kb.disputes import Dispute, Recorded
 from trishield.kb.documents import TIERS
 from trishield.kb.retrieval import BACKENDS, Candidate
 from trishield.kb.store import StoredChunk
@@ -52,6 +53,9 @@ class KBRetriever:
 
     def writer_records(self) -> tuple[dict[str, int], dict[str, float]]:
         return self.kb.writer_records()
+
+    def record_dispute(self, dispute: Dispute) -> Recorded:
+        return self.kb.record_dispute(dispute)
 
 
 @dataclass(frozen=True)

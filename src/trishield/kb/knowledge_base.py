@@ -55,10 +55,12 @@ from trishield.errors import (
     StorageFullError,
     TriShieldError,
 )
+from trishield.kb import dispute_resolution, disputes
 from trishield.kb.analysis import ChunkAnalyser
 from trishield.kb.analysis_backfill import BackfillReport, backfill
 from trishield.kb.change_log import Position
 from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
+from trishield.kb.disputes import Dispute, Recorded, Resolution
 from trishield.kb.documents import Chunk, Document, Tier
 from trishield.kb.engines import sync as engine_sync
 from trishield.kb.engines.config import EngineConfig
@@ -626,6 +628,7 @@ class KnowledgeBase:
                 duplicates=[d | {"writer_key": write.writer_key} for d in duplicates],
                 quarantined=held, writer_key=write.writer_key,
                 **self._analyses_of(analyses, kept_rows))
+            self._record_contradictions(connection, verdicts, documents, write)
             _fault_point("inside-commit")
         if neighbourhood is not None:
             bounds = np.cumsum([0, *(len(chunks[i]) for i in keep)])
@@ -645,6 +648,20 @@ class KnowledgeBase:
         _fault_point("after-commit")
         report.warnings.extend(self._after_commit())
         report.generation = self.store.generation()
+
+    def _record_contradictions(self, connection, verdicts: Sequence[ScreeningVerdict],
+                               documents: Sequence[Document], write: _BatchWrite) -> None:
+        """Record as disputes, in the batch's transaction, the stored documents of other
+        writers that the screener found a new document contradicts (Ring 1's tampered copies:
+        a verdict's optional ``contradiction``). Ring 1 compared them already; this is one
+        upsert each."""
+        tiers = {d.id: d.tier or write.tier for d in documents}
+        for verdict in verdicts:
+            found = getattr(verdict, "contradiction", None)
+            if found is not None:
+                disputes.record_contradiction(
+                    connection, found, doc_id=verdict.subject, writer=write.writer,
+                    tier=tiers[verdict.subject], blocked=verdict.blocked, now=self.store.clock())
 
     def _analyse(self, texts: list[str]) -> list[str] | None:
         """The analyser's analysis of each chunk text (``None`` without an analyser),
@@ -903,6 +920,36 @@ class KnowledgeBase:
                              content_hash=None,
                              detail={"attempted": action, "error": str(error),
                                      "writer_key": writer_key})
+
+    # -- disputes (kb/disputes.py, kb/dispute_resolution.py) --------------------------------
+    def record_dispute(self, dispute: Dispute) -> Recorded:
+        """Record a conflict between writers the evidence met (deduplicated); never raises
+        for the KB's state: a read-only or busy KB is said in the result, and logged."""
+        return disputes.record(self.store, dispute)
+
+    def disputes(self, *, state: str | None = "open", limit: int = 100) -> list[dict]:
+        """Recorded disputes, most recently met first (``state`` ``all`` or None: every
+        one)."""
+        return disputes.listing(self.store.connection, state=state, limit=limit)
+
+    def dispute(self, dispute_id: int) -> dict:
+        """One recorded dispute in full, each passage with its text and its state now
+        (stored, held in quarantine, gone); :class:`NotFoundError` when there is none."""
+        return disputes.with_texts(self.store.connection,
+                                   disputes.get(self.store.connection, dispute_id))
+
+    def resolve_dispute(self, dispute_id: int, *, action: str, side: int | None = None,
+                        by: str, note: str = "") -> Resolution:
+        """Settle a dispute: ``quarantine`` or ``trust`` side ``side`` (1-based), or
+        ``dismiss`` it; one transaction with its audit entries, under the KB's write lock
+        (:mod:`trishield.kb.dispute_resolution`)."""
+        dispute_resolution.check(action, side, note, by)
+        with self._write_lock():
+            done = dispute_resolution.resolve(self.store, dispute_id, action=action,
+                                              side=side, by=by, note=note)
+            if action == "quarantine":
+                self._after_commit()
+        return done
 
     @staticmethod
     def _check_tier(tier: str) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trishield.errors import KnowledgeBaseError
-from trishield.kb import analysis, change_log, lexical_index, writer_counts
+from trishield.kb import analysis, change_log, disputes, lexical_index, writer_counts
 
 Step = Callable[[sqlite3.Connection], None]
 
@@ -303,6 +303,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         # names its command); older chunks' section is ""
         _add_column("chunks", "section", "TEXT NOT NULL DEFAULT ''"),
         lexical_index.install_sections,
+    )),
+    Migration("0012_disputes", (
+        # issue 50: conflicts between writers that the evidence met (at question time, or a
+        # tampered copy at ingest), kept for a person to settle (kb/disputes.py)
+        disputes.install,
     )),
 )
 

@@ -63,6 +63,20 @@ class StoredNeighbour:
     """Cosine similarity of the new document's vector to :attr:`chunk_id`."""
 
 
+@dataclass(frozen=True)
+class Contradiction:
+    """What a screener found a new document contradicts: another writer's stored document
+    that it copies with facts changed (Ring 1's tampered copy). A verdict may carry one as
+    ``contradiction`` (optional: the KB reads it with ``getattr``); the KB then records the
+    conflict as a dispute in the ingest's transaction (:mod:`trishield.kb.disputes`)."""
+
+    original: StoredNeighbour
+    changes: tuple[tuple[str, str], ...]
+    """Each changed fact: the stored words and the new document's words."""
+    copied: float
+    """Share of the texts copied word for word."""
+
+
 class Neighbourhood(Protocol):
     """What a batch may be compared with: the documents the KB stored *before* the batch, by
     writers other than the batch's writer.

@@ -10,12 +10,12 @@ same length scores (a Heaps'-law fit on clean training passages), and the trace 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from pydantic.dataclasses import dataclass as config_dataclass
 
-from trishield.kb.screening import Neighbourhood
+from trishield.kb.screening import Contradiction, Neighbourhood
 from trishield.rings.analysis import PassageAnalysis, analyse
 from trishield.rings.config_types import CONFIG, Unit
 from trishield.rings.outlier import outlier_scores as outlier_scores  # re-exported
@@ -66,6 +66,10 @@ class GuardVerdict:
     flagged: bool
     patterns: tuple[PatternHit, ...]
     reasons: tuple[str, ...]
+    contradiction: Contradiction | None = field(default=None, compare=False)
+    """At ingest, the other writer's stored document this one copies with a fact changed
+    (the tampered-copy detector's finding, changed words and all): the KB records it as a
+    dispute. Not part of :meth:`as_dict` (the scores and reasons say it already)."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -154,5 +158,10 @@ class IngestGuard:
         copies = tampered_copies(list(ids), list(texts), list(tiers), embeddings,
                                  neighbourhood, self.config.tamper)
         extras = [() if copy is None else (copy.hit(),) for copy in copies]
-        return self.judge_many(list(ids), list(texts), scores, tiers=list(tiers), notes=notes,
-                               extras=extras)
+        verdicts = self.judge_many(list(ids), list(texts), scores, tiers=list(tiers),
+                                   notes=notes, extras=extras)
+        return [verdict if copy is None or not copy.alignment.facts else replace(
+                    verdict, contradiction=Contradiction(
+                        copy.original, tuple((c.before, c.after) for c in copy.alignment.facts),
+                        copy.alignment.copied))
+                for verdict, copy in zip(verdicts, copies, strict=True)]

@@ -35,7 +35,7 @@ from trishield.provenance.signing import (
     withdrawal_problem,
 )
 from trishield.rings.ingest_guard import IngestGuard
-from trishield.service import docs_page, stream
+from trishield.service import disputes, docs_page, stream
 from trishield.service import models as m
 from trishield.service.auth import bearer_scheme, require
 from trishield.service.fairness import Slot
@@ -292,6 +292,8 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         doc_id = _document_id(doc_id)
         with state.writing() as kb:
             return _closed(kb.discard(doc_id, by=key.name, reason=reason))
+
+    disputes.add_routes(app, state, _errors)
 
     @app.post("/v1/search", response_model=m.SearchResponse, tags=["ask"],
               responses=common | _errors(429, 503))

@@ -63,7 +63,10 @@ async function identify() {
   try {
     const me = await api("GET", "/v1/whoami");
     who.textContent = me.name + " (" + me.role + ", " + me.tier + ")";
-    document.getElementById("quarantine-link").hidden = me.role !== "admin";
+    for (const id of ["quarantine-link", "disputes-link"]) {
+      const link = document.getElementById(id);
+      if (link) link.hidden = me.role !== "admin";
+    }
     return me;
   } catch (error) {
     who.textContent = "key refused: " + error.message;
@@ -430,6 +433,18 @@ function renderEvidence(trace) {
     if (v.opposition) columns.push(claimColumn("opposing", v.opposition, contested ? "contested" : "loser"));
     parts.push(sides("evidence-" + (index + 1), columns));
   });
+  // the conflict between writers, as the disputes queue keeps it (admins settle it there)
+  const note = trace.evidence.dispute;
+  if (note) {
+    const line = el("p", { class: "muted", id: "dispute-note" });
+    if (note.recorded) {
+      line.append("Recorded as ", el("a", { href: "disputes.html#id=" + note.id }, "dispute " + note.id),
+        " (met " + note.occurrences + "x, " + note.state + "): an admin can settle it.");
+    } else {
+      line.append("This conflict between writers was " + note.note);
+    }
+    parts.push(line);
+  }
   return parts;
 }
 
@@ -531,5 +546,6 @@ function setUpQuarantinePage() {
 
 document.addEventListener("DOMContentLoaded", () => {
   if (document.body.dataset.page === "quarantine") setUpQuarantinePage();
+  else if (document.body.dataset.page === "disputes") setUpDisputesPage();  // disputes.js
   else setUpAskPage();
 });
