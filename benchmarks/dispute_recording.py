@@ -1,4 +1,4 @@
-"""What recording a dispute costs a question (docs/design.md, "Disputes").
+"""What recording a dispute costs a question (docs/design/ring3-consensus.md, "Disputes").
 
 A KB with a conflict between two new writers (the Halden bridge of
 ``tests/dispute_support.py``: a year of a library's filler, then two designers minutes apart),

@@ -13,7 +13,7 @@ the committed results come from ``trishield eval poisonedrag``.
 
 ``--writers sleeper`` (five writers that first store ``--sleeper-documents`` benign
 paragraphs each, then write poison i of every target as writer i) measures the evidence
-design's track-record limit (docs/design.md, Known weaknesses); ``--writers patient`` is the
+design's track-record limit (docs/design/weaknesses.md); ``--writers patient`` is the
 same campaign over simulated days (a day apart, each a week after its first document), and
 ``--tenure-full-days 0`` turns the tenure cap off to show what it changes.
 """

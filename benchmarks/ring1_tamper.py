@@ -27,8 +27,8 @@ Splits, drawn with their own seed :data:`SPLIT_SEED` (1): the 100 targets in two
 and adds the threshold sweep that chose ``TamperConfig``'s defaults; ``--split eval``
 (default) is the held-out halves, read only to report. (The first split, seed 0 with whole
 corpora per side, was retired: one rule of the detector, single capital letters as names, was
-decided after looking at its held-out half; see docs/design.md.) Prints figures, never
-pass/fail.
+decided after looking at its held-out half; see docs/design/ring1-ingest-guard.md.) Prints
+figures, never pass/fail.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/ring1_tamper.py [--split train]
 """

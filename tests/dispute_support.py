@@ -1,6 +1,6 @@
 """A KB holding a conflict between two writers, shared by the disputes tests: two new neutral
 writers minutes apart, a year after a library's filler, give two designers of one bridge
-(TriShield refuses: docs/design.md, "Evidence")."""
+(TriShield refuses: docs/design/ring3-consensus.md, "Evidence")."""
 
 from __future__ import annotations
 

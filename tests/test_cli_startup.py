@@ -1,4 +1,4 @@
-"""Commands that need no model start without importing one (docs/design.md, "Start-up").
+"""Commands that need no model start without importing one (docs/speed.md).
 
 Each command runs in a fresh interpreter, which then reports the libraries it imported: a
 timing would depend on the machine's load, the set of imported modules does not. How long

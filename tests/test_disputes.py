@@ -152,7 +152,7 @@ def test_quarantining_a_side_settles_it_is_audited_and_release_undoes_it(kb_dir:
         kb.release("bridge/lie", by="ada")
         assert kb.store.document("bridge/lie")["writer"] == "mallory"
         # back in the indexes: the question is contested again (the release stamps it now,
-        # so against the truth it is a later claim: docs/design.md, "Disputes")
+        # so against the truth it is a later claim: docs/design/ring3-consensus.md, "Disputes")
         again = _ask(kb)
         assert any("contested" in reason for reason in again.trace.gate.reasons)
         assert "bridge/lie#0" in {p.id for p in again.trace.evidence.passages}

@@ -1,7 +1,7 @@
 """What Rings 1 and 2 would cost on wiki5k if reading each passage were free (issue 19).
 
 Issue 19 asks that Rings 1 and 2 add at most 10% to undefended retrieval. The open route was
-compiling the per-passage reading (docs/design.md, Known weaknesses). This measures how far
+compiling the per-passage reading (docs/design/weaknesses.md). This measures how far
 that route can go, before anyone writes it: it times ``ring12`` as ``ring_latency.py`` does
 (interleaved with ``none``, question by question, extractive reader, a pool of 20), first as
 it is, then with every per-passage step served from a memo filled by an earlier pass over

@@ -1,7 +1,8 @@
 """What Ring 2's writer cap costs benign questions in a knowledge base with several writers.
 
 The context takes at most ``per_writer`` passages from one writer while other writers'
-passages remain in the pool (docs/design.md, Ring 2), so that one attacker cannot fill it. In a
+passages remain in the pool (docs/design/ring2-retrieval-scorer.md), so that one attacker cannot
+fill it. In a
 KB written by one writer the cap never binds; in a KB of many writers it does, on every
 question. This benchmark re-attributes each wiki5k document to one of ``--writers`` writers
 (by a hash of its id, every tier neutral, at retrieval: the KB is not rebuilt) and answers the

@@ -1,5 +1,5 @@
 """``trishield disputes``: the conflicts between writers that the evidence met, for a person
-to settle (docs/design.md, "Disputes").
+to settle (docs/design/ring3-consensus.md, "Disputes").
 
 ``list`` and ``show`` read the KB's disputes queue; ``resolve`` quarantines a side, trusts a
 side or dismisses the dispute, audited under ``--by``. Like the rest of the CLI a thin layer

@@ -124,7 +124,7 @@ class Settings:
     panel: Annotated[tuple[MemberSpec, ...], BeforeValidator(list_to_tuple)] = DEFAULT_PANEL
     second_reader: str | None = DEFAULT_SECOND_READER
     """Ring 3's second reader (``[panel] second_reader``, ``"none"`` for none), asked only when
-    the panel's answer is in no passage (docs/design.md, "The second reader")."""
+    the panel's answer is in no passage (docs/design/ring3-consensus.md, "The second reader")."""
     service: ServiceLimits = field(default_factory=ServiceLimits)
 
     @field_validator("panel")

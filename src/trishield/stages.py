@@ -176,7 +176,7 @@ class WriterRecords(Protocol):
 class DisputeLog(Protocol):
     """A retriever that keeps a disputes queue (a knowledge base does; passages from
     elsewhere have nowhere to keep one): Ring 3 records there the conflicts between writers
-    it weighed (docs/design.md, "Disputes")."""
+    it weighed (docs/design/ring3-consensus.md, "Disputes")."""
 
     def record_dispute(self, dispute: Dispute) -> Recorded:
         """Record (or count again) ``dispute``; never raises for the store's state."""

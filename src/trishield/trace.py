@@ -164,16 +164,18 @@ class SourceRow(_Row):
     established: bool
     burst: bool = False
     """Several writers' passages counted as one source: they entered the knowledge base
-    within the evidence's ``burst_window_s`` of each other (docs/design.md, "Evidence")."""
+    within the evidence's ``burst_window_s`` of each other (docs/design/ring3-consensus.md,
+    "Evidence")."""
     tenure: float | None = None
     """The tenure factor that capped ``record``: how long the writer had been writing in the
-    knowledge base when it wrote (docs/design.md, "Evidence"); None when nothing capped it."""
+    knowledge base when it wrote (docs/design/ring3-consensus.md, "Evidence"); None when nothing
+    capped it."""
     stood_s: float | None = None
     """Seconds the source stood uncontested before the opposing claim arrived (0: it came
     later; None: no opposing claim or an unknown time). Its precedence grows with it."""
     new: bool = False
     """A new source (timed, not trusted, not established): the number of new sources on a
-    side is no evidence, only the heaviest counts (docs/design.md, "Evidence")."""
+    side is no evidence, only the heaviest counts (docs/design/ring3-consensus.md, "Evidence")."""
     weight: float
 
 
@@ -196,7 +198,7 @@ class WeighingRow(_Row):
 class DisputeNote(_Row):
     """What became of the conflict between writers that the weighing met: recorded in the
     knowledge base's disputes queue (its id, how often it was met, its state), or not, and
-    why (docs/design.md, "Disputes")."""
+    why (docs/design/ring3-consensus.md, "Disputes")."""
 
     recorded: bool
     id: int | None = None
@@ -207,7 +209,7 @@ class DisputeNote(_Row):
 
 class EvidenceTrace(_Row):
     """The pool read as evidence: claims, near-duplicate clusters, writers' track records,
-    and every answer weighed (docs/design.md, "Evidence")."""
+    and every answer weighed (docs/design/ring3-consensus.md, "Evidence")."""
 
     passages: list[EvidencePassage]
     near_duplicate_clusters: list[list[str]]

@@ -126,7 +126,7 @@ def render_answer(console: Console, answer: Answer) -> None:
 
 
 def dispute_line(evidence: EvidenceTrace | None) -> str | None:
-    """What became of the conflict between writers the weighing met (docs/design.md,
+    """What became of the conflict between writers the weighing met (docs/design/ring3-consensus.md,
     "Disputes"), as one line of markup; None when there was none to record."""
     note = None if evidence is None else evidence.dispute
     if note is None:

@@ -58,7 +58,7 @@ until the detector changes that followed (``authority_once``, the title and *hav
 rules, ``tampered_copy`` in the calibration): run from them now, it picks ``w_pat`` 0.7,
 ``w_out`` 0.1, ``theta`` 0.33, ``question_inside`` 0.15, ``obfuscated_text`` 0.4 (email's
 training false positives 5 -> 3 of 291, the same training recall). The defaults stay until
-that setting is measured on the other attack families (docs/design.md, Ring 1).
+that setting is measured on the other attack families (docs/design/ring1-ingest-guard.md).
 """
 
 from __future__ import annotations

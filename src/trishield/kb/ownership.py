@@ -17,7 +17,7 @@ The rules (the service's API documents them too):
   same transaction (deleted with a tombstone, or the writer's own held text discarded from
   the quarantine) and the signed one gets the id. Any other write to an id that another
   writer stores is a conflict, and so is one to the writer's own id with another text,
-  unless the write is an **update**. Ids are not scoped per writer (docs/design.md,
+  unless the write is an **update**. Ids are not scoped per writer (docs/design/provenance.md,
   "Provenance", says why).
 * An update (``update=True``: the CLI re-ingesting a changed file) replaces the writer's own
   document of that id with the new text as its next version, only when the stored document

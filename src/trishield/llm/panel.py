@@ -38,7 +38,8 @@ DEFAULT_SECOND_READER: str | None = "qwen2.5-1.5b"
 """Ring 3's second reader (asked only where the panel's answer is in no passage): the
 strongest model that ships in a package and runs on 2 CPU cores. On the benchmark's 100 target
 questions without poisons (mini KB) it cut full TriShield's refusals from 9 to 4 and raised
-accuracy from 46 to 48 at 1.11 LLM calls per query (docs/design.md, "The second reader")."""
+accuracy from 46 to 48 at 1.11 LLM calls per query (docs/design/ring3-consensus.md, "The second
+reader")."""
 NO_SECOND_READER = "none"
 """What the config file and ``--second-reader`` write for no second reader."""
 

@@ -2,7 +2,7 @@
 
 A poison works by *stating* an answer, so the unit of evidence is a stated answer, not a
 passage and not a word overlap. Without an extractive-QA or NLI model (none ships offline, see
-docs/design.md), a passage's claim is read from its text:
+docs/design/ring3-consensus.md), a passage's claim is read from its text:
 
 * the passage must be **about the question**: it holds at least :data:`MIN_RELEVANCE` of the
   question's own terms (question phrasing such as "how" or "name" aside);

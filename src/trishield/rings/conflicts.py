@@ -4,7 +4,7 @@ A conflict is two passages from different documents that state different numbers
 unit in the same frame (they share a content word just before the number, or the unit is a
 measure word like days or percent and the passages share the topic). Conflicts do not decide
 anything: they are shown in the trace for a reader of it (the gate no longer opens on
-them, see docs/design.md "Gate").
+them, see docs/design/ring3-consensus.md, "Gate").
 """
 
 from __future__ import annotations

@@ -82,8 +82,8 @@ class ConsensusConfig:
     """A yes/no question whose readers agree on a bare yes or no that no passage states, even
     after the second reader: how many context passages (most trusted first, outside the
     low-trust tiers, each holding every term of the question but one) the second reader reads
-    one at a time, one call each; 0 turns the reading by passage off (docs/design.md, "Yes or
-    no, one passage at a time")."""
+    one at a time, one call each; 0 turns the reading by passage off
+    (docs/design/ring3-consensus.md, "Yes or no, one passage at a time")."""
 
 
 @dataclass
@@ -179,7 +179,8 @@ def presented_to(member: Reader, passages: Sequence[ContextPassage]) -> list[tup
 
     The paper's design put the most trusted passage last (next to the question), on the
     belief that small LLMs weigh what they read last. Measured on the benchmark's benign
-    questions with the default reader (Qwen2.5-0.5B, docs/design.md, "Reading order") the
+    questions with the default reader (Qwen2.5-0.5B, docs/decisions.md, "Departures from the
+    paper", row 10) the
     opposite holds: it answers from the first passage more often, and reversing the order cost
     benign accuracy. The extractive reader breaks ties towards earlier passages as well.
     """
@@ -212,7 +213,8 @@ def supporting_passages(answer: str, passages: Sequence[ContextPassage],
     the safety suite and made things worse (two refusals became wrong answers, two
     unanswerable questions were answered): a near-miss sentence decides nothing. With every
     term required, the safety suite's near misses ("water damage to a headlamp" against "what
-    the warranty does not cover") stay unanswered (docs/design.md, row 11). A "yes" answering a
+    the warranty does not cover") stay unanswered (docs/decisions.md, "Departures from the paper",
+    row 11). A "yes" answering a
     question that asks *what* (``asks_for_a_thing``) is a word like any other: "Yes" is what
     one shouts at bingo."""
     if is_bare_polar(answer) and not asks_for_a_thing(question):
@@ -254,7 +256,7 @@ def stated_claims(round_: Round, passages: Sequence[ContextPassage],
     largest group first. A bare yes/no has nothing a passage could contain, so it counts only
     through an agreeing statement.
 
-    What may be a claim (docs/design.md, "What is a claim"): an extractive member's sentence
+    What may be a claim (docs/answers.md, "What is a claim"): an extractive member's sentence
     is a witness for the model answer it contains, never a rival to it
     (:func:`as_witnesses`); a dump of numbers is never an answer (:func:`is_dump`); and
     where several claims would be weighed, only answers of the asked type take part
@@ -386,7 +388,7 @@ class Consensus:
         ``suspects``: passages Ring 1 flagged. Without ``use_panel`` the first member answers
         alone, and the rest of the panel reads the same context only when that answer rests
         on a suspect (its supporting passages include one): Ring 1's doubt about a passage
-        matters when the answer depends on it (docs/design.md, "Gate")."""
+        matters when the answer depends on it (docs/design/ring3-consensus.md, "Gate")."""
         if not passages:
             return ConsensusResult(None, True, "insufficient evidence: no passage survived the "
                                    "defense to answer from")
@@ -456,7 +458,7 @@ class Consensus:
         passage read alone, and letting them settle a dispute passage by passage gave wrong
         answers where the refusal had been right (the safety suite's "Was the proposal ...
         accepted?", read "Yes" from the minutes' paragraph about the proposal, by both;
-        docs/design.md, "Yes or no, one passage at a time")."""
+        docs/design/ring3-consensus.md, "Yes or no, one passage at a time")."""
         second = self.second_reader
         limit = self.config.polar_readings
         if second is None or not limit or not asks_yes_or_no(question):

@@ -1,7 +1,7 @@
 """Evidence: how much *independent* support a claim has, and which of two claims wins.
 
-The principle (docs/design.md, "Evidence"): an answer is believed because of how much
-independent evidence supports it, not because many passages say it. Three rules:
+The principle (docs/design/ring3-consensus.md, "Evidence"): an answer is believed because of how
+much independent evidence supports it, not because many passages say it. Three rules:
 
 * **Independence.** Passages that share a writer, an ingest batch, or are near-duplicates of
   each other (embedding cosine >= ``near_duplicate``) are one source: five paraphrases of one

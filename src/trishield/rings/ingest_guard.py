@@ -40,8 +40,8 @@ class GuardConfig:
     PoisonedRAG-NQ poisons of the training targets): the lowest worst-genre false-positive
     rate that keeps the poisons blocked and ``obfuscated_text``'s role. Held out, the whole
     ring (``tampered_copy`` included): at most 0.96% of any genre blocked (email, 3 of 312),
-    wiki5k 0.22% (11 of 5,000), published poisons 0.88 (220 of 250). See docs/design.md,
-    Ring 1."""
+    wiki5k 0.22% (11 of 5,000), published poisons 0.88 (220 of 250). See
+    docs/design/ring1-ingest-guard.md."""
     flag_theta: Unit = 0.1
     """Post-retrieval: at ``C >= flag_theta`` a passage is flagged (kept, but the gate opens)."""
     quarantine_trusted: bool = False

@@ -6,7 +6,8 @@ less a source is trusted, the larger ``w_prov`` and the more the passage needs e
 ``S_ev`` is *independent* evidence (:mod:`trishield.rings.evidence`): the weight of the
 independent sources that give the same answer as the passage, normalised over the pool. It
 replaces the paper's ``S_con`` (word overlap with the rest of the pool), which five
-paraphrases of one lie maximise (docs/design.md, "Evidence"). The context then takes passages
+paraphrases of one lie maximise (docs/design/ring3-consensus.md, "Evidence"). The context then
+takes passages
 of at most ``per_source`` documents from each near-duplicate cluster, so it holds distinct
 evidence.
 Tiers come from the writer, never from the text.

@@ -68,7 +68,7 @@ _DIGIT = re.compile(r"\d")
 @config_dataclass(frozen=True, config=CONFIG)
 class TamperConfig:
     """Thresholds of the tampered-copy detector (chosen on training data only:
-    ``benchmarks/ring1_tamper.py --split train``; see docs/design.md)."""
+    ``benchmarks/ring1_tamper.py --split train``; see docs/design/ring1-ingest-guard.md)."""
 
     min_copied: Unit = 0.9
     """A copy: at least this share of both texts' words (the stored one over the aligned

@@ -57,7 +57,7 @@ class DisputeSideOut(BaseModel):
 
 
 class DisputeOut(BaseModel):
-    """A conflict between writers the evidence met (docs/design.md, "Disputes")."""
+    """A conflict between writers the evidence met (docs/design/ring3-consensus.md, "Disputes")."""
 
     id: int
     origin: Literal["question", "ingest"]

@@ -1,7 +1,8 @@
 """Attack conditions: which poisons are in the KB, who the KB says wrote them, and (for the
 poison-fraction sweep) how much of the context the attacker controls.
 
-Provenance settings are separate rows, never mixed (docs/design.md, "Evaluation definitions"):
+Provenance settings are separate rows, never mixed (docs/design/evaluation.md, "Evaluation
+definitions"):
 
 * ``neutral``         the paper's setting: every document neutral, so Ring 2 gets no
                       provenance signal. The headline rows, comparable with peers;

@@ -65,12 +65,12 @@ SLEEPERS = 5
 SLEEPER_DOCUMENTS = 250
 """Benign documents each sleeper stores before its poisons: a track record of about 0.8 by
 the evidence design's default (``log(1+n)/log(1+1000)``), where five sleepers' independent
-poisons weigh as much as twice an established source (docs/design.md, Known weaknesses)."""
+poisons weigh as much as twice an established source (docs/design/weaknesses.md)."""
 SLEEPER_CORPUS = "squadshifts-new-wiki"
 PATIENT_LEAD_DAYS = 7
 """The ``patient`` setting: the sleepers store their records a day after the base KB's last
 document, and sleeper *i* posts its poisons ``PATIENT_LEAD_DAYS + i`` days after that: a
-day apart (no burst), each after a week of writing (docs/design.md, "Tenure")."""
+day apart (no burst), each after a week of writing (docs/design/ring3-consensus.md, "Tenure")."""
 
 
 def profile_documents(profile: str, targets: Sequence[Target], seed: int) -> list[Document]:

@@ -1,4 +1,5 @@
-"""Scoring of the PoisonedRAG benchmark (docs/design.md, "Evaluation definitions"), versioned.
+"""Scoring of the PoisonedRAG benchmark (docs/design/evaluation.md, "Evaluation definitions"),
+versioned.
 
 Attacked questions: answer-level ASR (the target's wrong answer appears in the answer,
 PoisonedRAG's substring criterion, over the targets the family could attack), retrieval-level
