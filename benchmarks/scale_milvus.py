@@ -43,9 +43,10 @@ import numpy as np
 
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.engines.config import EngineConfig
-from trishield.kb.engines.milvus import INDEX_KINDS, MilvusBackend
-from trishield.kb.indexes import DenseIndex, LexicalIndex
+from trishield.kb.indexes.dense import DenseIndex
+from trishield.kb.indexes.engines.config import EngineConfig
+from trishield.kb.indexes.engines.milvus import INDEX_KINDS, MilvusBackend
+from trishield.kb.indexes.lexical import LexicalIndex
 
 RESULTS = Path(__file__).parent / "results" / "scale_milvus.json"
 KB_RESULTS = Path(__file__).parent / "results" / "scale_milvus_kb.json"

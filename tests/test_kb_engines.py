@@ -22,12 +22,12 @@ from click.testing import CliRunner
 from trishield.cli import cli
 from trishield.errors import InputError, KnowledgeBaseError
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.engines import sync as engine_sync
-from trishield.kb.engines.config import EngineConfig
-from trishield.kb.engines.milvus import TOKEN_ENV, MilvusBackend
-from trishield.kb.index_backend import IndexBackend
+from trishield.kb.indexes.backend import IndexBackend
+from trishield.kb.indexes.engines import sync as engine_sync
+from trishield.kb.indexes.engines.config import EngineConfig
+from trishield.kb.indexes.engines.milvus import TOKEN_ENV, MilvusBackend
+from trishield.kb.indexes.lexical import LexicalIndex
 from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
-from trishield.kb.lexical_index import LexicalIndex
 
 pytest.importorskip("pymilvus", reason="the Milvus engine needs pip install 'trishield[milvus]'")
 pytest.importorskip("milvus_lite", reason="Milvus Lite is not installed on this platform")

@@ -17,15 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import trishield.kb.indexes as indexes
+import trishield.kb.indexes.dense as indexes
 import trishield.kb.knowledge_base as knowledge_base
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.change_log import Position
-from trishield.kb.index_backend import EmbeddedBackend, IndexBackend, catch_up
-from trishield.kb.indexes import TOMBSTONE_SHARE, DenseIndex
+from trishield.kb.indexes.backend import EmbeddedBackend, IndexBackend, catch_up
+from trishield.kb.indexes.dense import TOMBSTONE_SHARE, DenseIndex
+from trishield.kb.indexes.lexical import LexicalIndex
 from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
-from trishield.kb.lexical_index import ANALYZER, LexicalIndex
 from trishield.kb.store import Store
+from trishield.kb.store.change_log import Position
+from trishield.kb.store.fts import ANALYZER
 
 TOPICS = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "compasses"]
 
@@ -278,7 +279,7 @@ def test_ivfpq_is_exact_until_trained(tmp_path: Path) -> None:
 
 def test_ivfpq_codes_rank_the_probed_lists_as_a_search_does(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """What Ring 1's neighbour cache relies on (kb/neighbour_cache.py): a trained IVF-PQ
+    """What Ring 1's neighbour cache relies on (kb/screening/neighbour_cache.py): a trained IVF-PQ
     search ranks the rows of the lists it probes by the query's product with their decoded
     codes, so both can be computed outside the search and give its result."""
     rng = np.random.default_rng(3)

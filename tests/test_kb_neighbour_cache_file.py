@@ -1,5 +1,5 @@
 """Ring 1's neighbour lists and reference draws saved when a KB handle closes
-(``kb/neighbour_cache_file.py``): the next handle screens from them without drawing or
+(``kb/screening/neighbour_cache_file.py``): the next handle screens from them without drawing or
 searching its reference sample, with exactly the scores a fresh search gives, through writes
 made in between; a file that cannot be used is ignored."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import trishield.kb.neighbour_cache_file as neighbour_cache_file
+import trishield.kb.screening.neighbour_cache_file as neighbour_cache_file
 from test_kb_neighbourhood import ROUNDING, _many_writers_kb, _unit, _write
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.kb.screening.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.outlier import stored_outlier_scores
 
@@ -260,7 +260,7 @@ def test_lists_scored_through_ivfpq_codes_serve_the_next_handle_exactly(
     document's probed lists: the next handle (its index loaded from the snapshot) screens
     from them, catches them up through writes by another handle, and scores what a fresh
     search of the index scores."""
-    import trishield.kb.indexes as indexes
+    import trishield.kb.indexes.dense as indexes
     from test_kb_neighbourhood import IVF_TRAINED_AT
 
     monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", IVF_TRAINED_AT)

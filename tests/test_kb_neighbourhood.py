@@ -1,6 +1,6 @@
-"""Ring 1's neighbourhood at ingest (``kb/neighbourhood.py``) and the searches it makes: the
-batched reference search, the dropped-after-search exclusion and the neighbour lists a handle
-keeps between writes (``kb/neighbour_cache.py``) find exactly what one selector search per
+"""Ring 1's neighbourhood at ingest (``kb/screening/neighbourhood.py``) and the searches it makes:
+the batched reference search, the dropped-after-search exclusion and the neighbour lists a handle
+keeps between writes (``kb/screening/neighbour_cache.py``) find exactly what one selector search per
 writer finds, and a writer's chunks are read through an index."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import faiss
 import numpy as np
 import pytest
 
-import trishield.kb.indexes as indexes
-import trishield.kb.neighbour_cache as neighbour_cache
-import trishield.kb.neighbourhood as neighbourhood_module
+import trishield.kb.indexes.dense as indexes
+import trishield.kb.screening.neighbour_cache as neighbour_cache
+import trishield.kb.screening.neighbourhood as neighbourhood_module
 from trishield.demo import corpus_dir
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.indexes import DenseIndex
-from trishield.kb.neighbour_cache import NeighbourCache
-from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.kb.indexes.dense import DenseIndex
+from trishield.kb.screening.neighbour_cache import NeighbourCache
+from trishield.kb.screening.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.outlier import OUTLIER_NEIGHBOURS, stored_outlier_scores
 

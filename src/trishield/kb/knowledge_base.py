@@ -7,13 +7,13 @@ Layout of ``DIR``::
                                    triggers on ``chunks`` in the writing transaction)
     kb.lock                        writers take an exclusive lock on it; one ingest at a time
     ring1-neighbours.npz           Ring 1's reference lists at ingest, saved when a handle
-                                   closes (derived data: kb/neighbour_cache_file.py)
+                                   closes (derived data: kb/screening/neighbour_cache_file.py)
     dense-s<pos>.<serial>.faiss    snapshot of the dense index at change-log position <pos>
     checksums-s<pos>.<serial>.json sha256 of the snapshot, written after it
 
 An ingest embeds first, then commits the whole batch in one SQLite transaction (the atomic
 point: rows, lexical index and change log together). The dense index in memory then takes in
-the batch's rows (:func:`~trishield.kb.index_backend.catch_up`), and a snapshot is saved when
+the batch's rows (:func:`~trishield.kb.indexes.backend.catch_up`), and a snapshot is saved when
 one is due (after every write of a small KB, else when the changes since the last one reach a
 share of it). A crash before the commit leaves the KB as before; a crash after it leaves a
 snapshot behind the database, which any reader brings up to date from the change log. Readers
@@ -55,24 +55,21 @@ from trishield.errors import (
     StorageFullError,
     TriShieldError,
 )
-from trishield.kb import dispute_resolution, disputes
 from trishield.kb.analysis import ChunkAnalyser
-from trishield.kb.analysis_backfill import BackfillReport, backfill
-from trishield.kb.change_log import Position
 from trishield.kb.chunking import ChunkingConfig, chunk_document, embedding_text
-from trishield.kb.disputes import Dispute, Recorded, Resolution
 from trishield.kb.documents import Chunk, Document, Tier
-from trishield.kb.engines import sync as engine_sync
-from trishield.kb.engines.config import EngineConfig
-from trishield.kb.index_backend import EmbeddedBackend, catch_up
-from trishield.kb.indexes import (
+from trishield.kb.indexes.backend import EmbeddedBackend, catch_up
+from trishield.kb.indexes.dense import (
     DENSE_KINDS,
     IVF_MIN_TRAIN,
     TOMBSTONE_SHARE,
     DenseIndex,
-    LexicalIndex,
     file_digests,
 )
+from trishield.kb.indexes.engines import sync as engine_sync
+from trishield.kb.indexes.engines.config import EngineConfig
+from trishield.kb.indexes.lexical import LexicalIndex
+from trishield.kb.indexes.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
 from trishield.kb.ingest_report import (
     CommitPacer,
     IngestInterrupted,
@@ -80,11 +77,16 @@ from trishield.kb.ingest_report import (
     ProgressCallback,
     ProgressTracker,
 )
-from trishield.kb.lexical_index import TABLE as FTS_TABLE
-from trishield.kb.neighbour_cache import NeighbourCache
-from trishield.kb.neighbour_cache_file import SavedNeighbours
-from trishield.kb.neighbourhood import StoredNeighbourhood
-from trishield.kb.ownership import (
+from trishield.kb.screening import Screener, ScreeningVerdict
+from trishield.kb.screening.analysis_backfill import BackfillReport, backfill
+from trishield.kb.screening.neighbour_cache import NeighbourCache
+from trishield.kb.screening.neighbour_cache_file import SavedNeighbours
+from trishield.kb.screening.neighbourhood import StoredNeighbourhood
+from trishield.kb.store import SCHEMA_VERSION, Store, dispute_resolution, disputes
+from trishield.kb.store.change_log import Position
+from trishield.kb.store.disputes import Dispute, Recorded, Resolution
+from trishield.kb.store.fts import TABLE as FTS_TABLE
+from trishield.kb.store.ownership import (
     BatchPlan,
     displacement_reason,
     duplicate_audit_detail,
@@ -93,9 +95,6 @@ from trishield.kb.ownership import (
     public_duplicates,
     set_aside_reason,
 )
-from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS, Candidate, Searchers
-from trishield.kb.screening import Screener, ScreeningVerdict
-from trishield.kb.store import SCHEMA_VERSION, Store
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, get_embedding_model, load_embedder
 
 DATABASE = "kb.sqlite"
@@ -386,7 +385,7 @@ class KnowledgeBase:
         self.store.close()
 
     def _neighbour_identity(self) -> dict[str, str]:
-        """Which KB the saved neighbour lists belong to (kb/neighbour_cache_file.py)."""
+        """Which KB the saved neighbour lists belong to (kb/screening/neighbour_cache_file.py)."""
         meta = self.store.meta()
         return {"created_at": meta.get("created_at", ""),
                 "embedding_model": self.settings.embedding_model}
@@ -474,7 +473,7 @@ class KnowledgeBase:
         """Add documents; ``writer_key`` is the API key that writes them ('' for a local
         write), which owns what it stores.
 
-        Ownership and deduplication follow :mod:`trishield.kb.ownership`: duplicates are
+        Ownership and deduplication follow :mod:`trishield.kb.store.ownership`: duplicates are
         per writer (another writer's copy of a text is this writer's own document), a
         verified signed record takes its id over from a less trusted document (moved aside
         in the same transaction), and an id this writer may not write refuses the whole
@@ -921,7 +920,8 @@ class KnowledgeBase:
                              detail={"attempted": action, "error": str(error),
                                      "writer_key": writer_key})
 
-    # -- disputes (kb/disputes.py, kb/dispute_resolution.py) --------------------------------
+    # -- disputes (kb/store/disputes.py, kb/store/dispute_resolution.py)
+    # --------------------------------
     def record_dispute(self, dispute: Dispute) -> Recorded:
         """Record a conflict between writers the evidence met (deduplicated); never raises
         for the KB's state: a read-only or busy KB is said in the result, and logged."""
@@ -942,7 +942,7 @@ class KnowledgeBase:
                         by: str, note: str = "") -> Resolution:
         """Settle a dispute: ``quarantine`` or ``trust`` side ``side`` (1-based), or
         ``dismiss`` it; one transaction with its audit entries, under the KB's write lock
-        (:mod:`trishield.kb.dispute_resolution`)."""
+        (:mod:`trishield.kb.store.dispute_resolution`)."""
         dispute_resolution.check(action, side, note, by)
         with self._write_lock():
             done = dispute_resolution.resolve(self.store, dispute_id, action=action,
@@ -1249,7 +1249,7 @@ class KnowledgeBase:
 
     def backfill_analyses(self, *, say: Callable[[str], None] | None = None) -> BackfillReport:
         """Analyse, with this handle's analyser, every chunk whose stored analysis is missing
-        or of another version (:mod:`trishield.kb.analysis_backfill`); ``say`` hears the
+        or of another version (:mod:`trishield.kb.screening.analysis_backfill`); ``say`` hears the
         progress."""
         if self.analyser is None:
             raise InputError("this knowledge base was opened without a chunk analyser; "
@@ -1337,7 +1337,7 @@ class KnowledgeBase:
     def _engine_backend(self):
         """The KB's Milvus backend, connected on first use."""
         if self._engine is None:
-            from trishield.kb.engines.milvus import MilvusBackend
+            from trishield.kb.indexes.engines.milvus import MilvusBackend
 
             config = self.settings.engine
             self._engine = MilvusBackend(config.uri, config.collection, self.dimension,
@@ -1444,7 +1444,7 @@ class KnowledgeBase:
             report: dict[str, object] = {"engine": str(engine)}
             backend = None
             if not engine.embedded:
-                from trishield.kb.engines.milvus import MilvusBackend
+                from trishield.kb.indexes.engines.milvus import MilvusBackend
 
                 backend = MilvusBackend(engine.uri, engine.collection, self.dimension,
                                         index=engine.index, owner=owner)

@@ -3,8 +3,8 @@
 SQLite is the source of truth. A batch of documents is written in one transaction, so a crash
 or ``kill -9`` leaves the database as it was before the batch or after it. The ``generation``
 counter in ``meta`` moves forward in that same transaction. Triggers on ``chunks`` keep the
-lexical index (FTS5, :mod:`trishield.kb.lexical_index`) and the chunk change log that the dense
-index follows (:mod:`trishield.kb.change_log`) in that same transaction too.
+lexical index (FTS5, :mod:`trishield.kb.store.fts`) and the chunk change log that the dense
+index follows (:mod:`trishield.kb.store.change_log`) in that same transaction too.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ from trishield.errors import (
     ReadOnlyError,
     StorageFullError,
 )
-from trishield.kb import change_log, lexical_index, writer_counts
 from trishield.kb.analysis import StoredAnalysis
 from trishield.kb.documents import Chunk, Document
-from trishield.kb.migrations import MIGRATIONS, applied, migrate
-from trishield.kb.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
-from trishield.kb.ownership import Claim
+from trishield.kb.store import change_log, writer_counts
+from trishield.kb.store import fts as lexical_index
+from trishield.kb.store.migrations import MIGRATIONS, applied, migrate
+from trishield.kb.store.migrations import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
+from trishield.kb.store.ownership import Claim
 
 BUSY_TIMEOUT_S = 5.0
 """How long a statement waits for another process's SQLite lock before :class:`BusyError`:
@@ -240,13 +241,13 @@ class Store:
 
     def documents_per_writer(self) -> dict[str, int]:
         """``writer -> number of stored documents`` (quarantined and deleted ones not counted),
-        from the counts the triggers keep (:mod:`trishield.kb.writer_counts`): one row per
+        from the counts the triggers keep (:mod:`trishield.kb.store.writer_counts`): one row per
         writer, not a read of every document."""
         return writer_counts.documents_per_writer(self.connection)
 
     def writer_versions(self) -> dict[str, tuple[int, int]]:
         """``writer -> (stored documents, version)``: the version grows with every insert or
-        delete of one of the writer's documents (:mod:`trishield.kb.writer_counts`)."""
+        delete of one of the writer's documents (:mod:`trishield.kb.store.writer_counts`)."""
         return writer_counts.versions(self.connection)
 
     def document_pks_of_writer(self, writer: str, *, after: int = 0) -> list[int]:
