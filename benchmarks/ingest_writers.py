@@ -1,10 +1,10 @@
 """Ring 1 at ingest, against the KB's size and how many writers it holds (issue 19).
 
-Ingest screening (``KnowledgeBase._screen``) measures each new document against stored
-documents by *other* writers, and calibrates that against a reference sample drawn across
-writers (``kb/screening/neighbourhood.py``, ``rings/outlier.stored_outlier_scores``): each reference
-writer's documents are measured with that writer excluded too. A KB open to many writers (the
-product's premise) pays that on every write, so this times Ring 1's whole screen of one new
+Ingest screening (``IngestScreening.screen``, kb/screening/at_ingest.py) measures each new document
+against stored documents by *other* writers, and calibrates that against a reference sample drawn
+across writers (``kb/screening/neighbourhood.py``, ``rings/outlier.stored_outlier_scores``): each
+reference writer's documents are measured with that writer excluded too. A KB open to many writers
+(the product's premise) pays that on every write, so this times Ring 1's whole screen of one new
 document (``IngestGuard.screen``: text checks, ``S_out`` and the tampered-copy search;
 embedding and the commit excluded), per KB size and number of writers, three ways:
 
@@ -92,7 +92,7 @@ def screen_one(kb: KnowledgeBase, guard: IngestGuard, synthetic: Synthetic, writ
     guard.screen([document.id], [document.text], tiers=["neutral"], embeddings=vector,
                  neighbourhood=neighbourhood)
     seconds = time.perf_counter() - started
-    if store:  # as KnowledgeBase._write_batch does after a screen (not timed)
+    if store:  # as Writes._write_batch does after a screen (not timed)
         with kb.store.transaction() as connection:
             _, chunk_pks = kb.store.write_batch(
                 connection, documents=[document],
@@ -131,7 +131,7 @@ def one_off_processes(kb: KnowledgeBase, guard: IngestGuard, synthetic: Syntheti
     """Screens of returning writers, each from the lists the previous screen's handle saved
     on closing (the first finds none): seconds to load the file plus the screen's."""
     path = kb.directory / neighbour_cache_file.FILE
-    identity = kb._neighbour_identity()
+    identity = kb._screening.identity()
     path.unlink(missing_ok=True)
     seconds, saves = [], []
     for n in range(repeats + 1):

@@ -228,7 +228,7 @@ def ingest_one(kb: KnowledgeBase, synthetic: Synthetic, number: int) -> tuple[fl
     document = Document(id=f"one-{number}", text=text)
     chunks = chunk_document(document, kb.settings.chunking)
     vectors = synthetic.vectors(len(chunks), 10_000_000 + number)
-    with kb._write_lock():
+    with kb._lock.hold():
         started = time.perf_counter()
         with kb.store.transaction() as connection:
             kb.store.write_batch(connection, documents=[document], chunks=[chunks],
@@ -264,10 +264,10 @@ def measure_kind(directory: Path, kind: str, synthetic: Synthetic,
         kb.repair()  # full rebuild from SQLite + snapshot: what every write used to cost
         rebuild = time.perf_counter() - started
         truth = exact_top(*kb.store.all_embeddings(kb.dimension), queries)
-        backend = kb._backend
+        backend = kb._dense_indexes.backend
         dense = backend.dense_index
         started = time.perf_counter()
-        kb._save_indexes(backend.position, dense)
+        kb._dense_indexes.save(backend.position, dense)
         snapshot = time.perf_counter() - started
         memory = dense.memory_bytes()
         figures: dict[str, object] = {

@@ -298,7 +298,7 @@ def test_a_screened_batch_hands_its_lists_to_the_cache(tmp_path: Path) -> None:
             kb.ingest([Document(id=f"p{i}", text=text)
                        for i, text in enumerate(paragraphs) if i % 3 == number],
                       writer=f"team-{number}")
-        cache = kb._neighbour_cache
+        cache = kb._screening.cache
         batches = [("n0", [0, 1]), ("n1", [2]), ("n0", [3]), ("n2", [4, 5, 6])]
         for number, (writer, rows) in enumerate(batches):
             kb.ingest([Document(id=f"{writer}-{number}-{row}",

@@ -6,6 +6,10 @@ log (:mod:`trishield.kb.store.change_log`) and now and then saves a snapshot fil
 log position it reflects, written under a temporary name then renamed, so a reader never sees
 a half-written file.
 
+Over 500 lines on purpose: one class, :class:`DenseIndex`, whose three kinds share one search
+path (the exclusion of rows, the half-precision scan, the IVF-PQ re-scoring with exact
+vectors); split across modules, a reader would follow one search through three files.
+
 Three kinds, chosen per KB (``KBSettings.dense_index``):
 
 ``flat``
