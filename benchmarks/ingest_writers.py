@@ -45,9 +45,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import DATA, SEED, Synthetic, percentiles, set_kind
-from trishield.kb import Document, KnowledgeBase, neighbour_cache_file
+from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
 from trishield.kb.indexes.dense import DENSE_KINDS, DenseIndex
+from trishield.kb.screening import neighbour_cache_file
 from trishield.kb.screening.neighbour_cache import NeighbourCache
 from trishield.kb.screening.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
