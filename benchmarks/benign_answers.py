@@ -35,7 +35,7 @@ from trishield.eval.poisonedrag.questions import Question, nq_questions, squad_q
 from trishield.eval.poisonedrag.records import extract
 from trishield.eval.poisonedrag.scoring import wilson_interval
 from trishield.kb import KnowledgeBase
-from trishield.kb.retrieval import BACKENDS
+from trishield.kb.indexes.retrieval import BACKENDS
 from trishield.llm.cache import ResponseCache
 from trishield.llm.panel import DEFAULT_PANEL, DEFAULT_SECOND_READER, build_reader
 from trishield.settings import PipelineConfig

@@ -36,8 +36,8 @@ from trishield.errors import TriShieldError
 from trishield.eval.docqa import DocQuestion, build_corpus, is_correct, load_questions
 from trishield.kb import KnowledgeBase
 from trishield.kb.chunking import STRATEGIES, ChunkingConfig
+from trishield.kb.indexes.retrieval import BACKENDS
 from trishield.kb.loaders import load_path
-from trishield.kb.retrieval import BACKENDS
 from trishield.llm.cache import ResponseCache
 from trishield.llm.panel import DEFAULT_PANEL, build_reader
 from trishield.settings import Settings

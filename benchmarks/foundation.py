@@ -36,7 +36,7 @@ import numpy as np
 
 from trishield.kb import BACKENDS, Document, KnowledgeBase
 from trishield.kb.datasets import DATASETS, WIKI5K_SIZE, wiki5k_documents
-from trishield.kb.indexes import DenseIndex
+from trishield.kb.indexes.dense import DenseIndex
 from trishield.models import install, load_embedder
 from trishield.models.embedders import MPNET_ARTIFACT, get_embedding_model
 

@@ -1,10 +1,10 @@
 """Ring 1 at ingest, against the KB's size and how many writers it holds (issue 19).
 
-Ingest screening (``KnowledgeBase._screen``) measures each new document against stored
-documents by *other* writers, and calibrates that against a reference sample drawn across
-writers (``kb/neighbourhood.py``, ``rings/outlier.stored_outlier_scores``): each reference
-writer's documents are measured with that writer excluded too. A KB open to many writers (the
-product's premise) pays that on every write, so this times Ring 1's whole screen of one new
+Ingest screening (``IngestScreening.screen``, kb/screening/at_ingest.py) measures each new document
+against stored documents by *other* writers, and calibrates that against a reference sample drawn
+across writers (``kb/screening/neighbourhood.py``, ``rings/outlier.stored_outlier_scores``): each
+reference writer's documents are measured with that writer excluded too. A KB open to many writers
+(the product's premise) pays that on every write, so this times Ring 1's whole screen of one new
 document (``IngestGuard.screen``: text checks, ``S_out`` and the tampered-copy search;
 embedding and the commit excluded), per KB size and number of writers, three ways:
 
@@ -15,8 +15,8 @@ embedding and the commit excluded), per KB size and number of writers, three way
   steady state of a service);
 * *one-off processes, lists saved*: each write a new handle's, by the KB's writers in turn,
   starting from the neighbour lists the previous one saved when it closed
-  (``kb/neighbour_cache_file.py``; loading the file is timed, saving it is reported apart);
-  the first of them finds no file, as a first process does.
+  (``kb/screening/neighbour_cache_file.py``; loading the file is timed, saving it is reported
+  apart); the first of them finds no file, as a first process does.
 
 The KBs are *synthetic*: clustered, L2-normalised 384-d vectors and generated text written
 through the store's real write path (``benchmarks/scale.py``'s generator), one-chunk documents
@@ -45,11 +45,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import DATA, SEED, Synthetic, percentiles, set_kind
-from trishield.kb import Document, KnowledgeBase, neighbour_cache_file
+from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.indexes import DENSE_KINDS, DenseIndex
-from trishield.kb.neighbour_cache import NeighbourCache
-from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.kb.indexes.dense import DENSE_KINDS, DenseIndex
+from trishield.kb.screening import neighbour_cache_file
+from trishield.kb.screening.neighbour_cache import NeighbourCache
+from trishield.kb.screening.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
 
 
@@ -80,7 +81,7 @@ def screen_one(kb: KnowledgeBase, guard: IngestGuard, synthetic: Synthetic, writ
     index brought up to date first, as ``_screen`` does, not timed); the document is stored
     afterwards when ``store``. With ``new_process`` the screen searches the index as a
     process that has just loaded it would: the same rows, and none of what an index builds
-    after its first searches (an exact index's half-precision copy, ``kb/indexes.py``)."""
+    after its first searches (an exact index's half-precision copy, ``kb/indexes/dense.py``)."""
     _, dense, _ = kb._refresh_indexes(persist=False)
     if new_process:
         dense = DenseIndex(dense.kind, dense.dimension, dense.index)
@@ -92,7 +93,7 @@ def screen_one(kb: KnowledgeBase, guard: IngestGuard, synthetic: Synthetic, writ
     guard.screen([document.id], [document.text], tiers=["neutral"], embeddings=vector,
                  neighbourhood=neighbourhood)
     seconds = time.perf_counter() - started
-    if store:  # as KnowledgeBase._write_batch does after a screen (not timed)
+    if store:  # as Writes._write_batch does after a screen (not timed)
         with kb.store.transaction() as connection:
             _, chunk_pks = kb.store.write_batch(
                 connection, documents=[document],
@@ -131,7 +132,7 @@ def one_off_processes(kb: KnowledgeBase, guard: IngestGuard, synthetic: Syntheti
     """Screens of returning writers, each from the lists the previous screen's handle saved
     on closing (the first finds none): seconds to load the file plus the screen's."""
     path = kb.directory / neighbour_cache_file.FILE
-    identity = kb._neighbour_identity()
+    identity = kb._screening.identity()
     path.unlink(missing_ok=True)
     seconds, saves = [], []
     for n in range(repeats + 1):

@@ -53,13 +53,14 @@ import bm25s
 import faiss
 import numpy as np
 
-import trishield.kb.indexes as indexes
+import trishield.kb.indexes.dense as indexes
 import trishield.kb.knowledge_base as knowledge_base
 from trishield.config import data_dir
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.indexes import DENSE_KINDS, IVF_NPROBE
-from trishield.kb.lexical_index import LexicalIndex, install, match_expression
+from trishield.kb.indexes.dense import DENSE_KINDS, IVF_NPROBE
+from trishield.kb.indexes.lexical import LexicalIndex
+from trishield.kb.store.fts import install, match_expression
 from trishield.text import index_terms
 
 DIMENSION = 384
@@ -227,7 +228,7 @@ def ingest_one(kb: KnowledgeBase, synthetic: Synthetic, number: int) -> tuple[fl
     document = Document(id=f"one-{number}", text=text)
     chunks = chunk_document(document, kb.settings.chunking)
     vectors = synthetic.vectors(len(chunks), 10_000_000 + number)
-    with kb._write_lock():
+    with kb._lock.hold():
         started = time.perf_counter()
         with kb.store.transaction() as connection:
             kb.store.write_batch(connection, documents=[document], chunks=[chunks],
@@ -263,10 +264,10 @@ def measure_kind(directory: Path, kind: str, synthetic: Synthetic,
         kb.repair()  # full rebuild from SQLite + snapshot: what every write used to cost
         rebuild = time.perf_counter() - started
         truth = exact_top(*kb.store.all_embeddings(kb.dimension), queries)
-        backend = kb._backend
+        backend = kb._dense_indexes.backend
         dense = backend.dense_index
         started = time.perf_counter()
-        kb._save_indexes(backend.position, dense)
+        kb._dense_indexes.save(backend.position, dense)
         snapshot = time.perf_counter() - started
         memory = dense.memory_bytes()
         figures: dict[str, object] = {
@@ -350,7 +351,7 @@ def index_only(rows: int, kinds: list[str], synthetic: Synthetic) -> dict[str, o
     through the store take most of an hour on two cores): build, memory, single-query
     search p50/p95 and recall@20 against exact search. IVF-PQ re-scores its candidates with
     the exact vectors from memory here (the KB reads them from SQLite)."""
-    from trishield.kb.indexes import DenseIndex
+    from trishield.kb.indexes.dense import DenseIndex
 
     vectors = np.concatenate([synthetic.vectors(min(100_000, rows - start), SEED + start)
                               for start in range(0, rows, 100_000)])

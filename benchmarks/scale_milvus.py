@@ -21,7 +21,7 @@ to ``benchmarks/results/scale_milvus_kb.json``): per size, a KB on disk is bulk-
 synthetic chunks through the store's write path and attached to the engine (a full load,
 timed), then ``--ingests`` three-chunk documents are written the way ``ingest`` writes them
 (embedding and screening excluded): the SQLite commit, the engine taking in the rows
-(``KnowledgeBase._engine_after_commit``) and the embedded dense index that Ring 1's ingest
+(``EngineLink.after_commit``) and the embedded dense index that Ring 1's ingest
 neighbourhood still uses; then ``KnowledgeBase.search`` p50/p95 for dense (query embedding
 included, with the real model), bm25 and hybrid, on the engine and, for comparison, on the
 embedded indexes of the same KB.
@@ -43,9 +43,10 @@ import numpy as np
 
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.engines.config import EngineConfig
-from trishield.kb.engines.milvus import INDEX_KINDS, MilvusBackend
-from trishield.kb.indexes import DenseIndex, LexicalIndex
+from trishield.kb.indexes.dense import DenseIndex
+from trishield.kb.indexes.engines.config import EngineConfig
+from trishield.kb.indexes.engines.milvus import INDEX_KINDS, MilvusBackend
+from trishield.kb.indexes.lexical import LexicalIndex
 
 RESULTS = Path(__file__).parent / "results" / "scale_milvus.json"
 KB_RESULTS = Path(__file__).parent / "results" / "scale_milvus_kb.json"
@@ -106,14 +107,14 @@ def ingest_one(kb: KnowledgeBase, number: int) -> tuple[float, float, float]:
     document = Document(id=f"one-{number}", text=" ".join(texts))
     chunks = chunk_document(document, kb.settings.chunking)
     vectors = synthetic(len(chunks), KB_DIMENSION, 2_000_000 + number)[1]
-    with kb._write_lock():
+    with kb._lock.hold():
         started = time.perf_counter()
         with kb.store.transaction() as connection:
             kb.store.write_batch(connection, documents=[document], chunks=[chunks],
                                  embeddings=vectors, tier="neutral", writer="bench",
                                  source="synthetic")
         committed = time.perf_counter()
-        warnings = kb._engine_after_commit()
+        warnings = kb._engines.after_commit()
         followed = time.perf_counter()
         warnings += kb._after_commit()  # the engine is in step: the embedded index's share
         done = time.perf_counter()
@@ -162,7 +163,7 @@ def kb_level(args: argparse.Namespace) -> None:
                 on_engine = kb_searches(kb, questions)
                 check = kb.check_indexes()["engine"]
                 if args.uri is not None:
-                    kb._engine_backend().drop()
+                    kb._engines.backend().drop()
                 kb.attach_engine("embedded")
                 on_embedded = kb_searches(kb, questions)
             row = {"bulk_load_s": round(loaded, 2), "attach_s": round(attach, 2),

@@ -21,7 +21,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from trishield.kb import content_hash
-from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
+from trishield.kb.locking import FAULT_PAUSE_ENV
 from trishield.provenance.keys import KeyStore
 from trishield.provenance.signing import SignedRecord, sign_record
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from trishield.kb import KnowledgeBase
-from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
+from trishield.kb.locking import FAULT_PAUSE_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from trishield.defenses.ring_stages import run_embeddings
 from trishield.demo import attacks, questions
 from trishield.eval.poisonedrag.defenses import make_asker
 from trishield.kb import KnowledgeBase
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.llm.panel import build_panel
 from trishield.settings import PipelineConfig
 from trishield.stages import Run

@@ -16,7 +16,7 @@ from dispute_support import FILLER, LIE, QUESTION, TRUTH, conflict_kb, side_of
 from trishield.defenses import build_defense
 from trishield.errors import ConflictError, InputError, NotFoundError
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.migrations import MIGRATIONS
+from trishield.kb.store.migrations import MIGRATIONS
 from trishield.llm import ExtractiveReader
 from trishield.rings.ingest_guard import IngestGuard
 

@@ -21,7 +21,7 @@ import pytest
 from trishield.errors import InputError
 from trishield.kb import Document, IngestInterrupted, IngestProgress, KnowledgeBase
 from trishield.kb.ingest_report import CommitPacer
-from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
+from trishield.kb.locking import FAULT_PAUSE_ENV
 
 TOPICS = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "maps"]
 

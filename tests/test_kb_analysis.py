@@ -19,7 +19,7 @@ from trishield.demo import ATTACKER, attacks, questions
 from trishield.errors import InputError, KnowledgeBaseError
 from trishield.eval.poisonedrag.defenses import make_asker
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.migrations import MIGRATIONS
+from trishield.kb.store.migrations import MIGRATIONS
 from trishield.llm.panel import build_panel
 from trishield.rings.analysis import ANALYSIS_VERSION, DEFAULT_ANALYSER, analyse, decode
 from trishield.rings.ingest_guard import IngestGuard

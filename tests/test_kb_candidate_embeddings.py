@@ -12,7 +12,7 @@ import pytest
 from trishield.demo import DEMO_WRITER
 from trishield.errors import KnowledgeBaseError
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.retrieval import BACKENDS, Candidate
+from trishield.kb.indexes.retrieval import BACKENDS, Candidate
 
 
 def _without_embedding(candidates: list[Candidate]) -> list[Candidate]:

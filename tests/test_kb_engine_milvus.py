@@ -17,9 +17,9 @@ import pytest
 from trishield.errors import DatasetError, InputError, KnowledgeBaseError
 from trishield.kb import KnowledgeBase
 from trishield.kb.datasets import DATASETS
-from trishield.kb.engines import sync as engine_sync
-from trishield.kb.engines.milvus import TOKEN_ENV, MilvusBackend
-from trishield.kb.engines.terms import engine_terms
+from trishield.kb.indexes.engines import sync as engine_sync
+from trishield.kb.indexes.engines.milvus import TOKEN_ENV, MilvusBackend
+from trishield.kb.indexes.engines.terms import engine_terms
 from trishield.kb.loaders import iter_squad
 
 pytest.importorskip("pymilvus", reason="the Milvus engine's tests need pymilvus + milvus-lite "
@@ -319,7 +319,7 @@ def test_a_lite_folder_held_by_another_process_is_named(lite: str) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
-         "from trishield.kb.engines.milvus import MilvusBackend\n"
+         "from trishield.kb.indexes.engines.milvus import MilvusBackend\n"
          f"MilvusBackend({lite!r}, 'chunks', {DIMENSION})\n"
          "print('open', flush=True)\n"
          "sys.stdin.read()\n"],

@@ -22,12 +22,12 @@ from click.testing import CliRunner
 from trishield.cli import cli
 from trishield.errors import InputError, KnowledgeBaseError
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.engines import sync as engine_sync
-from trishield.kb.engines.config import EngineConfig
-from trishield.kb.engines.milvus import TOKEN_ENV, MilvusBackend
-from trishield.kb.index_backend import IndexBackend
-from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
-from trishield.kb.lexical_index import LexicalIndex
+from trishield.kb.indexes.backend import IndexBackend
+from trishield.kb.indexes.engines import sync as engine_sync
+from trishield.kb.indexes.engines.config import EngineConfig
+from trishield.kb.indexes.engines.milvus import TOKEN_ENV, MilvusBackend
+from trishield.kb.indexes.lexical import LexicalIndex
+from trishield.kb.locking import FAULT_PAUSE_ENV
 
 pytest.importorskip("pymilvus", reason="the Milvus engine needs pip install 'trishield[milvus]'")
 pytest.importorskip("milvus_lite", reason="Milvus Lite is not installed on this platform")
@@ -88,7 +88,7 @@ def test_both_engines_answer_alike_on_the_demo_corpus(kbs, backend: str) -> None
 
 def test_the_engine_follows_each_commit_and_a_delete(kbs) -> None:
     kb = kbs["milvus"]
-    engine = kb._engine
+    engine = kb._engines.client
     assert isinstance(engine, MilvusBackend) and isinstance(engine, IndexBackend)
     query = "zeppelin hangar inspection"
     report = kb.ingest([Document(id="zeppelins", text="The zeppelin hangar is inspected "
@@ -111,14 +111,14 @@ def test_the_engine_follows_each_commit_and_a_delete(kbs) -> None:
 def test_a_reopened_kb_catches_up_without_a_reload(kbs, monkeypatch) -> None:
     kb = kbs["milvus"]
     directory = kb.directory
-    kb._engine.close()  # Milvus Lite: one client per folder at a time
-    kb._engine = None
+    kb._engines.client.close()  # Milvus Lite: one client per folder at a time
+    kb._engines.client = None
     reloads = []
     original = engine_sync.sync
     monkeypatch.setattr(engine_sync, "sync", lambda *a, **k: reloads.append(1) or original(*a, **k))
     with KnowledgeBase.open(directory) as other:
         other.ingest([Document(id="lanterns", text="Lanterns take two spare batteries.")])
-        assert other._engine.position == other.store.index_position().current
+        assert other._engines.client.position == other.store.index_position().current
         assert first_or_found(other.search("spare lantern batteries", backend="bm25", k=5),
                               "bm25", "lanterns") == "lanterns"
         other.delete("lanterns", by="admin")
@@ -129,7 +129,7 @@ def test_a_reopened_kb_catches_up_without_a_reload(kbs, monkeypatch) -> None:
 def test_a_failed_engine_write_keeps_the_commit_and_the_engine_catches_up(kbs) -> None:
     kb = kbs["milvus"]
     kb.search("parental leave", k=1)
-    kb._engine.close()  # every engine call now fails, as with an unreachable cluster
+    kb._engines.client.close()  # every engine call now fails, as with an unreachable cluster
     report = kb.ingest([Document(id="ropes", text="Climbing ropes are retired after five "
                                  "years of use.")], writer="tester")
     assert kb.document("ropes")["writer"] == "tester"  # committed all the same
@@ -141,7 +141,7 @@ def test_a_failed_engine_write_keeps_the_commit_and_the_engine_catches_up(kbs) -
 
 def test_a_lagging_engine_is_reported_and_repaired(kbs) -> None:
     kb = kbs["milvus"]
-    engine = kb._engine_backend()
+    engine = kb._engines.backend()
     pks = engine.ids()[:3]
     engine.remove(pks)  # rows lost behind the KB's back
     state = kb.check_indexes()

@@ -7,9 +7,9 @@ import faiss
 import numpy as np
 import pytest
 
-import trishield.kb.indexes as indexes
-from trishield.kb.half_scan import HalfScan, score_bound
-from trishield.kb.indexes import DenseIndex
+import trishield.kb.indexes.dense as indexes
+from trishield.kb.indexes.dense import DenseIndex
+from trishield.kb.indexes.half_scan import HalfScan, score_bound
 
 DIMENSION = 48
 

@@ -17,15 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import trishield.kb.indexes as indexes
-import trishield.kb.knowledge_base as knowledge_base
+import trishield.kb.indexes.dense as indexes
+import trishield.kb.indexes.snapshots as dense_snapshots
 from trishield.kb import Document, KnowledgeBase
-from trishield.kb.change_log import Position
-from trishield.kb.index_backend import EmbeddedBackend, IndexBackend, catch_up
-from trishield.kb.indexes import TOMBSTONE_SHARE, DenseIndex
-from trishield.kb.knowledge_base import FAULT_PAUSE_ENV
-from trishield.kb.lexical_index import ANALYZER, LexicalIndex
+from trishield.kb.indexes.backend import EmbeddedBackend, IndexBackend, catch_up
+from trishield.kb.indexes.dense import TOMBSTONE_SHARE, DenseIndex
+from trishield.kb.indexes.lexical import LexicalIndex
+from trishield.kb.locking import FAULT_PAUSE_ENV
 from trishield.kb.store import Store
+from trishield.kb.store.change_log import Position
+from trishield.kb.store.fts import ANALYZER
 
 TOPICS = ["tents", "stoves", "kayaks", "boots", "jackets", "lanterns", "ropes", "compasses"]
 
@@ -56,7 +57,7 @@ ENGINES = ["embedded", "milvus"]
 def test_the_embedded_backend_is_an_index_backend(demo_kb_dir: Path) -> None:
     with KnowledgeBase.open(demo_kb_dir) as kb:
         kb.indexes()
-        backend = kb._backend
+        backend = kb._dense_indexes.backend
         assert isinstance(backend, EmbeddedBackend) and isinstance(backend, IndexBackend)
         assert len(backend) == kb.store.counts()["chunks"]
         assert backend.position == kb.store.index_position().current
@@ -66,7 +67,7 @@ def test_a_one_document_ingest_touches_only_its_rows(demo_kb_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """No read of every embedding, no new dense index: the write's rows go into the index
     already in memory, and the lexical index took them in the same transaction."""
-    monkeypatch.setattr(knowledge_base, "SNAPSHOT_ALWAYS_BELOW", 0)  # the large-KB policy
+    monkeypatch.setattr(dense_snapshots, "SNAPSHOT_ALWAYS_BELOW", 0)  # the large-KB policy
     full_reads = []
     original = Store.all_embeddings
     monkeypatch.setattr(Store, "all_embeddings",
@@ -278,7 +279,7 @@ def test_ivfpq_is_exact_until_trained(tmp_path: Path) -> None:
 
 def test_ivfpq_codes_rank_the_probed_lists_as_a_search_does(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """What Ring 1's neighbour cache relies on (kb/neighbour_cache.py): a trained IVF-PQ
+    """What Ring 1's neighbour cache relies on (kb/screening/neighbour_cache.py): a trained IVF-PQ
     search ranks the rows of the lists it probes by the query's product with their decoded
     codes, so both can be computed outside the search and give its result."""
     rng = np.random.default_rng(3)

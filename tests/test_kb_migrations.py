@@ -9,8 +9,8 @@ import pytest
 
 from trishield.errors import KnowledgeBaseError
 from trishield.kb import Document, KBSettings, KnowledgeBase
-from trishield.kb.migrations import MIGRATIONS, SCHEMA_VERSION
 from trishield.kb.store import Store
+from trishield.kb.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 NAMES = [migration.name for migration in MIGRATIONS]
 
@@ -111,7 +111,7 @@ def test_a_failed_migration_changes_nothing(tmp_path: Path,
     def explode(connection: sqlite3.Connection) -> None:
         raise RuntimeError("disk on fire")
 
-    import trishield.kb.migrations as migrations
+    import trishield.kb.store.migrations as migrations
 
     broken = (*MIGRATIONS[:-1], migrations.Migration(MIGRATIONS[-1].name, (explode,)))
     monkeypatch.setattr(migrations, "MIGRATIONS", broken)

@@ -1,5 +1,5 @@
-"""The neighbour cache's row arrays (``kb/neighbour_cache.py``, ``_EntryRows``): each cached
-document's vector, writer and bar as the catch-up reads them, matched to its entry object
+"""The neighbour cache's row arrays (``kb/screening/neighbour_cache.py``, ``_EntryRows``): each
+cached document's vector, writer and bar as the catch-up reads them, matched to its entry object
 through replacements, removals and the dropping of stale rows. That every list stays exact
 through writes is tested end to end in ``test_kb_neighbourhood.py``."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trishield.kb.neighbour_cache import CachedNeighbours, _EntryRows
+from trishield.kb.screening.neighbour_cache import CachedNeighbours, _EntryRows
 
 DIMENSION = 8
 

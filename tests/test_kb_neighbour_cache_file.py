@@ -1,5 +1,5 @@
 """Ring 1's neighbour lists and reference draws saved when a KB handle closes
-(``kb/neighbour_cache_file.py``): the next handle screens from them without drawing or
+(``kb/screening/neighbour_cache_file.py``): the next handle screens from them without drawing or
 searching its reference sample, with exactly the scores a fresh search gives, through writes
 made in between; a file that cannot be used is ignored."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import trishield.kb.neighbour_cache_file as neighbour_cache_file
+import trishield.kb.screening.neighbour_cache_file as neighbour_cache_file
 from test_kb_neighbourhood import ROUNDING, _many_writers_kb, _unit, _write
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.kb.screening.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.outlier import stored_outlier_scores
 
@@ -31,8 +31,8 @@ def _screen(kb: KnowledgeBase, writer: str = "newcomer") -> list[dict[str, objec
     documents = [Document(id=f"new-{n}", text=f"A new note {n} about the same things.")
                  for n in range(len(NEW))]
     chunks = [chunk_document(d, kb.settings.chunking) for d in documents]
-    verdicts, _ = kb._screen(IngestGuard(), documents, chunks, NEW, ["neutral"] * len(NEW),
-                             writer)
+    verdicts, _ = kb._screening.screen(IngestGuard(), documents, chunks, NEW,
+                                       ["neutral"] * len(NEW), writer)
     return [verdict.as_dict() for verdict in verdicts]
 
 
@@ -48,7 +48,7 @@ def _fresh_scores(kb: KnowledgeBase, writer: str = "newcomer") -> np.ndarray:
 def _cached_scores(kb: KnowledgeBase, writer: str = "newcomer") -> np.ndarray:
     _, dense, _ = kb._refresh_indexes(persist=False)
     found = stored_outlier_scores(NEW, StoredNeighbourhood(kb.store, dense, kb.dimension,
-                                                           writer, cache=kb._neighbour_cache))
+                                                           writer, cache=kb._screening.cache))
     assert found.scores is not None
     return found.scores
 
@@ -78,11 +78,11 @@ def _screen_after_writes_by_another_handle(directory: Path, searched: list[int])
         assert searched[-1] == 7
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
-        chunks = kb._neighbour_cache.chunks
+        chunks = kb._screening.cache.chunks
         assert chunks.read_in_full == 1  # the new writer; w03's three documents read alone
         for writer, known in chunks.known.items():
             assert known.pks.tolist() == kb.store.chunk_pks_by_writer([writer])[writer].tolist()
-        return kb._neighbour_cache.draws.redrawn
+        return kb._screening.cache.draws.redrawn
 
 
 def test_a_closed_handles_lists_serve_the_next_handle_exactly(
@@ -92,15 +92,15 @@ def test_a_closed_handles_lists_serve_the_next_handle_exactly(
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         first = _screen(kb)
         assert searched == [sum(WRITERS.values())]  # cold: the whole sample
-        saved_entries = len(kb._neighbour_cache.entries)
+        saved_entries = len(kb._screening.cache.entries)
     path = tmp_path / "kb" / neighbour_cache_file.FILE
     assert path.is_file() and not list((tmp_path / "kb").glob(".*.tmp"))
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         assert _screen(kb) == first
         assert searched == [sum(WRITERS.values())], "the second handle searched nothing"
-        assert kb._neighbour_cache.draws.redrawn == 0, "nor drew its sample again"
-        assert kb._neighbour_cache.chunks.read_in_full == 0, "nor read a writer's chunk ids"
-        assert len(kb._neighbour_cache.entries) == saved_entries
+        assert kb._screening.cache.draws.redrawn == 0, "nor drew its sample again"
+        assert kb._screening.cache.chunks.read_in_full == 0, "nor read a writer's chunk ids"
+        assert len(kb._screening.cache.entries) == saved_entries
         np.testing.assert_allclose(_cached_scores(kb), _fresh_scores(kb), rtol=0,
                                    atol=ROUNDING)
     assert _screen_after_writes_by_another_handle(tmp_path / "kb", searched) == 2
@@ -160,7 +160,7 @@ def test_a_saved_file_that_cannot_be_used_is_ignored(
             np.savez(handle, **arrays)
     else:
         with KnowledgeBase.open(tmp_path / "kb") as kb:
-            cache = neighbour_cache_file.load(path, kb._neighbour_identity(), kb.dimension)
+            cache = neighbour_cache_file.load(path, kb._screening.identity(), kb.dimension)
             assert cache is not None
             if damage == "old format":
                 monkeypatch.setattr(neighbour_cache_file, "FORMAT", 0)
@@ -173,7 +173,7 @@ def test_a_saved_file_that_cannot_be_used_is_ignored(
             else:
                 entry = next(e for e in cache.entries.values() if len(e.scores) > 1)
                 entry.scores = entry.scores[::-1].copy()
-            neighbour_cache_file.save(cache, path, kb._neighbour_identity(), kb.dimension)
+            neighbour_cache_file.save(cache, path, kb._screening.identity(), kb.dimension)
             monkeypatch.undo()
     searched = _count_searches(monkeypatch)
     with caplog.at_level(logging.WARNING, logger="trishield.kb"), \
@@ -182,7 +182,7 @@ def test_a_saved_file_that_cannot_be_used_is_ignored(
         assert searched == [sum(WRITERS.values())], "searched afresh"
     assert "are not used" in caplog.text
     with KnowledgeBase.open(tmp_path / "kb") as kb:  # the next close wrote a good one
-        assert neighbour_cache_file.load(path, kb._neighbour_identity(),
+        assert neighbour_cache_file.load(path, kb._screening.identity(),
                                          kb.dimension) is not None
 
 
@@ -225,10 +225,10 @@ def test_a_copied_kb_keeps_its_lists_and_a_new_kb_ignores_them(tmp_path: Path) -
     _many_writers_kb(tmp_path / "kb", WRITERS)
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         _screen(kb)
-        identity = kb._neighbour_identity()
+        identity = kb._screening.identity()
     shutil.copytree(tmp_path / "kb", tmp_path / "copy")
     with KnowledgeBase.open(tmp_path / "copy") as kb:
-        assert kb._neighbour_identity() == identity
+        assert kb._screening.identity() == identity
     path = tmp_path / "copy" / neighbour_cache_file.FILE
     assert neighbour_cache_file.load(path, identity, 384) is not None
     assert neighbour_cache_file.load(path, identity | {"created_at": "0"}, 384) is None
@@ -260,7 +260,7 @@ def test_lists_scored_through_ivfpq_codes_serve_the_next_handle_exactly(
     document's probed lists: the next handle (its index loaded from the snapshot) screens
     from them, catches them up through writes by another handle, and scores what a fresh
     search of the index scores."""
-    import trishield.kb.indexes as indexes
+    import trishield.kb.indexes.dense as indexes
     from test_kb_neighbourhood import IVF_TRAINED_AT
 
     monkeypatch.setattr(indexes, "IVF_MIN_TRAIN", IVF_TRAINED_AT)
@@ -269,13 +269,13 @@ def test_lists_scored_through_ivfpq_codes_serve_the_next_handle_exactly(
     searched = _count_searches(monkeypatch)
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         first = _screen(kb)
-        with kb._write_lock():  # a snapshot, as an ingest saves one: later handles load it
+        with kb._lock.hold():  # a snapshot, as an ingest saves one: later handles load it
             codes = kb._refresh_indexes(persist=True)[1].codes
-        assert codes is not None and kb._neighbour_cache.codebook == codes.fingerprint
+        assert codes is not None and kb._screening.cache.codebook == codes.fingerprint
     with KnowledgeBase.open(tmp_path / "kb") as kb:
         assert _screen(kb) == first
         assert len(searched) == 1, "the second handle searched nothing"
-        cache = kb._neighbour_cache
+        cache = kb._screening.cache
         assert cache.codebook == codes.fingerprint
         assert all(entry.probes is not None and len(entry.probes) == indexes.IVF_NPROBE
                    for entry in cache.entries.values())

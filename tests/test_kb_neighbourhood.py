@@ -1,6 +1,6 @@
-"""Ring 1's neighbourhood at ingest (``kb/neighbourhood.py``) and the searches it makes: the
-batched reference search, the dropped-after-search exclusion and the neighbour lists a handle
-keeps between writes (``kb/neighbour_cache.py``) find exactly what one selector search per
+"""Ring 1's neighbourhood at ingest (``kb/screening/neighbourhood.py``) and the searches it makes:
+the batched reference search, the dropped-after-search exclusion and the neighbour lists a handle
+keeps between writes (``kb/screening/neighbour_cache.py``) find exactly what one selector search per
 writer finds, and a writer's chunks are read through an index."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import faiss
 import numpy as np
 import pytest
 
-import trishield.kb.indexes as indexes
-import trishield.kb.neighbour_cache as neighbour_cache
-import trishield.kb.neighbourhood as neighbourhood_module
+import trishield.kb.indexes.dense as indexes
+import trishield.kb.screening.neighbour_cache as neighbour_cache
+import trishield.kb.screening.neighbourhood as neighbourhood_module
 from trishield.demo import corpus_dir
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.indexes import DenseIndex
-from trishield.kb.neighbour_cache import NeighbourCache
-from trishield.kb.neighbourhood import StoredNeighbourhood
+from trishield.kb.indexes.dense import DenseIndex
+from trishield.kb.screening.neighbour_cache import NeighbourCache
+from trishield.kb.screening.neighbourhood import StoredNeighbourhood
 from trishield.rings.ingest_guard import IngestGuard
 from trishield.rings.outlier import OUTLIER_NEIGHBOURS, stored_outlier_scores
 
@@ -298,7 +298,7 @@ def test_a_screened_batch_hands_its_lists_to_the_cache(tmp_path: Path) -> None:
             kb.ingest([Document(id=f"p{i}", text=text)
                        for i, text in enumerate(paragraphs) if i % 3 == number],
                       writer=f"team-{number}")
-        cache = kb._neighbour_cache
+        cache = kb._screening.cache
         batches = [("n0", [0, 1]), ("n1", [2]), ("n0", [3]), ("n2", [4, 5, 6])]
         for number, (writer, rows) in enumerate(batches):
             kb.ingest([Document(id=f"{writer}-{number}-{row}",

@@ -1,4 +1,5 @@
-"""The ingest plan (kb/ownership.py): per-writer duplicates, id ownership, signed takeovers."""
+"""The ingest plan (kb/store/ownership.py): per-writer duplicates, id ownership, signed
+takeovers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from trishield.errors import ConflictError, InputError
 from trishield.kb import Document
-from trishield.kb.ownership import Claim, plan_batch
+from trishield.kb.store.ownership import Claim, plan_batch
 
 TEXT = "Tents can be exchanged within 30 days."
 

@@ -1,4 +1,4 @@
-"""Ring 1's reference sample kept between screened writes (``kb/reference_draw.py``): the
+"""Ring 1's reference sample kept between screened writes (``kb/screening/reference_draw.py``): the
 handle's draws are, document for document, what drawing from every stored document gives,
 through writes, deletions, writers joining and leaving (the per-writer share moving) and
 different batch writers; a write redraws only its own writer; and the draw is stable: a
@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import trishield.kb.reference_draw as reference_draw
+import trishield.kb.screening.reference_draw as reference_draw
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import chunk_document
-from trishield.kb.reference_draw import ReferenceDraws, draw_keys, writer_sample
+from trishield.kb.screening.reference_draw import ReferenceDraws, draw_keys, writer_sample
 
 
 def _fresh_draw(kb: KnowledgeBase, excluding: str, seed: int = 0) -> tuple[list[int], list[str]]:

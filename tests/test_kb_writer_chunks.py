@@ -1,5 +1,5 @@
-"""Each writer's chunk row ids kept between screened writes (``kb/writer_chunks.py``): what a
-fresh read gives through writes, deletes, a row id taken again and writers leaving, reading a
+"""Each writer's chunk row ids kept between screened writes (``kb/screening/writer_chunks.py``):
+what a fresh read gives through writes, deletes, a row id taken again and writers leaving, reading a
 writer in full only when it lost a document."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from trishield.kb import Document, KnowledgeBase
 from trishield.kb.chunking import ChunkingConfig, chunk_document
-from trishield.kb.writer_chunks import WriterChunks
+from trishield.kb.screening.writer_chunks import WriterChunks
 
 
 def _write(kb: KnowledgeBase, writer: str, count: int, tag: str, words: int = 6) -> None:

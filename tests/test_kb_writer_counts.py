@@ -1,4 +1,4 @@
-"""Per-writer document counts and versions kept by triggers (``kb/writer_counts.py``): they
+"""Per-writer document counts and versions kept by triggers (``kb/store/writer_counts.py``): they
 equal a count of the stored documents after every kind of write, and a writer's version moves
 exactly when one of its stored documents is inserted or deleted."""
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from trishield.cli import cli
 from trishield.defenses import DEFENSES
 from trishield.errors import InputError
-from trishield.kb.retrieval import BACKENDS, RETRIEVAL_BACKENDS
+from trishield.kb.indexes.retrieval import BACKENDS, RETRIEVAL_BACKENDS
 from trishield.llm.base import LLMResponse
 from trishield.llm.factory import KINDS, LLM_KINDS, LLMConfigError, backend_from_config
 from trishield.registry import Registry

@@ -9,7 +9,7 @@ import pytest
 from trishield.demo import questions
 from trishield.errors import InputError
 from trishield.kb import BACKENDS, KnowledgeBase
-from trishield.kb.retrieval import reciprocal_rank_fusion
+from trishield.kb.indexes.retrieval import reciprocal_rank_fusion
 
 
 @pytest.fixture(scope="module")

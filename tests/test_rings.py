@@ -22,7 +22,7 @@ from trishield.answers import (
     speaks_about,
     token_f1,
 )
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.kb.store import StoredChunk
 from trishield.rings.conflicts import find_conflicts
 from trishield.rings.consensus import (

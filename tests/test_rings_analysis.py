@@ -11,7 +11,7 @@ import pytest
 from trishield.defenses.ring_stages import Ring1Filter
 from trishield.eval.obfuscations import OBFUSCATIONS, TARGETED
 from trishield.kb.analysis import ChunkAnalyser, StoredAnalysis
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.kb.store import StoredChunk
 from trishield.rings.analysis import (
     ANALYSIS_VERSION,

@@ -9,7 +9,7 @@ import pytest
 
 from trishield.defenses.ring_stages import Ring2Reranker
 from trishield.kb.analysis import StoredAnalysis
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.kb.store import StoredChunk
 from trishield.rings import analysis, claims, conflicts
 from trishield.rings.analysis import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.kb.store import StoredChunk
 from trishield.rings.claims import answer_type, passage_claim, states
 from trishield.rings.evidence import (

@@ -28,7 +28,7 @@ import pytest
 
 from service_support import REFUND_QUESTION, Keys, ServerProcess, bearer, copy_kb, policy_batch
 from trishield.kb import KnowledgeBase
-from trishield.kb.knowledge_base import FAULT_RESUME_ENV
+from trishield.kb.locking import FAULT_RESUME_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -37,7 +37,7 @@ LINKED = ("torch",)
 PACKAGE_DATA = ("trishield/demo/corpus/refund-policy.md", "trishield/demo/questions.json",
                 "trishield/demo/attacks.json", "trishield/eval/data/safety_cases.json",
                 "trishield/eval/data/docqa.jsonl", "trishield/service/viewer/viewer.js",
-                "trishield/service/viewer/index.html", "trishield/kb/migrations.py")
+                "trishield/service/viewer/index.html", "trishield/kb/store/migrations.py")
 
 WHERE = """
 import json

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if TYPE_CHECKING:
-    from trishield.kb.retrieval import Candidate
+    from trishield.kb.indexes.retrieval import Candidate
 
 BLOCKS = ("benign-targets", "benign-squad", "benign-nq")
 

@@ -1,7 +1,7 @@
 """An exact index's search with and without its half-precision copy, side by side (issue 19).
 
 A flat index scans every row of 384 floats per query; at 100,000 rows that is bound by memory
-bandwidth, and the copy (``kb/half_scan.py``) halves what is read. This builds two identical
+bandwidth, and the copy (``kb/indexes/half_scan.py``) halves what is read. This builds two identical
 flat :class:`DenseIndex` es over the same *synthetic* clustered unit vectors
 (``benchmarks/scale.py``'s generator), lets one build its copy and refuses it to the other,
 then times the same searches on both, alternated query by query so that the machine's load
@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ingest_writers import load, screen_one
 from scale import DATA, DIMENSION, SEED, Synthetic, percentiles
 from trishield.kb import KnowledgeBase
-from trishield.kb.indexes import HALF_SCAN_AFTER, DenseIndex
-from trishield.kb.neighbour_cache import NeighbourCache
+from trishield.kb.indexes.dense import HALF_SCAN_AFTER, DenseIndex
+from trishield.kb.screening.neighbour_cache import NeighbourCache
 from trishield.rings.ingest_guard import IngestGuard
 
 CASES = (("one query, k=20", 1, 20, 0), ("one query, k=42, 399 excluded", 1, 42, 399),

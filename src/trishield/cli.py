@@ -792,7 +792,7 @@ def engine_attach(kb_dir: Path, uri: str, collection: str | None, engine_index: 
     record it in the KB (nothing is recorded if the load fails). Provenance, tiers,
     quarantine and audit stay in the KB's SQLite store."""
     from trishield.kb import KnowledgeBase
-    from trishield.kb.engines.config import EngineConfig
+    from trishield.kb.indexes.engines.config import EngineConfig
 
     engine = EngineConfig.parse(uri, collection, engine_index)
     with KnowledgeBase.open(kb_dir) as kb:

@@ -38,7 +38,7 @@ def defense_names() -> tuple[str, ...]:
 
 def backend_names() -> tuple[str, ...]:
     """The registered retrieval backends (dense, bm25, hybrid and any plug-in)."""
-    from trishield.kb.retrieval import BACKENDS
+    from trishield.kb.indexes.retrieval import BACKENDS
 
     return BACKENDS
 

@@ -3,7 +3,7 @@ to settle (docs/design/ring3-consensus.md, "Disputes").
 
 ``list`` and ``show`` read the KB's disputes queue; ``resolve`` quarantines a side, trusts a
 side or dismisses the dispute, audited under ``--by``. Like the rest of the CLI a thin layer
-over the KB (:mod:`trishield.kb.disputes`, :mod:`trishield.kb.dispute_resolution`); it
+over the KB (:mod:`trishield.kb.store.disputes`, :mod:`trishield.kb.store.dispute_resolution`); it
 imports the KB (numpy, the indexes) only inside the commands, so ``trishield --help`` loads
 none of it.
 """

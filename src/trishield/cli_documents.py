@@ -205,7 +205,7 @@ def ingest(path: Path | None, kb_dir: Path, dataset: str | None, tier: str, writ
     from trishield.api import ingest_loaded, load_input
     from trishield.kb import ChunkingConfig, IngestInterrupted, KnowledgeBase, LoadedBatch
     from trishield.kb.datasets import load_named
-    from trishield.kb.engines.config import EngineConfig
+    from trishield.kb.indexes.engines.config import EngineConfig
     from trishield.kb.loaders import with_id_prefix
     from trishield.rings.analysis import DEFAULT_ANALYSER
     from trishield.rings.ingest_guard import IngestGuard

@@ -28,8 +28,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from trishield.kb.disputes import Dispute, Recorded
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
+from trishield.kb.store.disputes import Dispute, Recorded
 from trishield.llm.base import LLMResponse, Reader, ReaderAnswer
 from trishield.trace import CallRow, CandidateRow, ContextRow, RemovedRow, Trace
 

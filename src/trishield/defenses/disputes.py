@@ -3,7 +3,7 @@
 After Ring 3 has decided (an answer or a refusal), the last weighing in the trace that set
 claims of *different writers* against each other (``stands``: decided for one side;
 ``conflict``: refused with both shown; ``silenced``: a heavier source about the question gave
-no answer) is recorded as a dispute (:mod:`trishield.kb.disputes`), when the retriever keeps
+no answer) is recorded as a dispute (:mod:`trishield.kb.store.disputes`), when the retriever keeps
 a queue (:class:`~trishield.stages.DisputeLog`: a knowledge base does, passages handed over
 from elsewhere do not). The answer is already decided: recording reads the trace, changes
 nothing in it but its note, and a KB that cannot record (read-only, busy) says so in the note.
@@ -11,7 +11,7 @@ nothing in it but its note, and a KB that cannot record (read-only, busy) says s
 
 from __future__ import annotations
 
-from trishield.kb.disputes import (
+from trishield.kb.store.disputes import (
     Dispute,
     DisputePassage,
     DisputeSide,

@@ -16,10 +16,10 @@ import numpy as np
 
 from trishield.errors import InputError
 from trishield.kb import KnowledgeBase
-from trishield.kb.disputes import Dispute, Recorded
 from trishield.kb.documents import TIERS
-from trishield.kb.retrieval import BACKENDS, Candidate
+from trishield.kb.indexes.retrieval import BACKENDS, Candidate
 from trishield.kb.store import StoredChunk
+from trishield.kb.store.disputes import Dispute, Recorded
 from trishield.models.embedders import (
     DEFAULT_EMBEDDING_MODEL,
     get_embedding_model,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.rings.analysis import DEFAULT_ANALYSER, PassageAnalyser
 from trishield.rings.evidence import Evidence, EvidenceConfig, Item
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard, outlier_scores

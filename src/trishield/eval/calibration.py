@@ -77,8 +77,8 @@ import numpy as np
 from trishield.eval.genres import GENRES, Genre, load_genre
 from trishield.eval.obfuscations import OBFUSCATIONS
 from trishield.kb.datasets import DATASETS, load_named
-from trishield.kb.reference_draw import share_per_writer, writer_sample
 from trishield.kb.screening import ReferenceSample, StoredNeighbour
+from trishield.kb.screening.reference_draw import share_per_writer, writer_sample
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL, load_embedder
 from trishield.rings.ingest_guard import GuardConfig, perplexity_score
 from trishield.rings.outlier import stored_outlier_scores
@@ -186,7 +186,7 @@ class Setting:
 
 class ArrayNeighbourhood:
     """:class:`~trishield.kb.screening.Neighbourhood` over vectors in memory, built the way
-    ``trishield.kb.neighbourhood.StoredNeighbourhood`` is (same per-writer cap and sample
+    ``trishield.kb.screening.neighbourhood.StoredNeighbourhood`` is (same per-writer cap and sample
     size; one vector per document, as each passage here is one chunk).
 
     With ``texts`` it also answers :meth:`nearest_documents`, so the ``tampered_copy``
@@ -239,7 +239,7 @@ class ArrayNeighbourhood:
         rows: list[int] = []
         writers: list[str] = []
         for name in names:
-            # the KB's draw (kb/reference_draw.py), a row standing for a document's row id
+            # the KB's draw (kb/screening/reference_draw.py), a row standing for a document's row id
             indices = writer_sample(np.flatnonzero(self.writers == name), name, per_writer,
                                     self._seed)
             rows += indices.tolist()

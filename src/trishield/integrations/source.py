@@ -18,7 +18,7 @@ import numpy as np
 from trishield.defenses.retrievers import PassageRetriever
 from trishield.errors import InputError
 from trishield.integrations.metadata import Found, MetadataKeys, to_passage, with_relevance
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.models.embedders import DEFAULT_EMBEDDING_MODEL
 
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from trishield.kb.chunking import ChunkingConfig, chunk_document
     from trishield.kb.documents import Chunk, Document, Tier, content_hash
+    from trishield.kb.indexes.retrieval import BACKENDS, Candidate
     from trishield.kb.ingest_report import IngestInterrupted, IngestProgress, IngestReport
     from trishield.kb.knowledge_base import KBSettings, KnowledgeBase
     from trishield.kb.loaders import LoadedBatch, load_path
     from trishield.kb.read_limits import ReadLimits
-    from trishield.kb.retrieval import BACKENDS, Candidate
     from trishield.kb.screening import Screener, ScreeningVerdict
 
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -27,7 +27,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "trishield.kb.knowledge_base": ("KBSettings", "KnowledgeBase"),
     "trishield.kb.loaders": ("LoadedBatch", "load_path"),
     "trishield.kb.read_limits": ("ReadLimits",),
-    "trishield.kb.retrieval": ("BACKENDS", "Candidate"),
+    "trishield.kb.indexes.retrieval": ("BACKENDS", "Candidate"),
     "trishield.kb.screening": ("Screener", "ScreeningVerdict"),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}

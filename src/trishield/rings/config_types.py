@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from trishield.kb.documents import TIERS
-from trishield.kb.retrieval import BACKENDS
+from trishield.kb.indexes.retrieval import BACKENDS
 
 CONFIG = ConfigDict(extra="forbid", strict=True)
 """Unknown keys are errors and values are not coerced from other types."""

@@ -22,7 +22,7 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic.dataclasses import dataclass as config_dataclass
 
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.rings.config_types import CONFIG, TIERS, AtLeastOne, Backend, Tier, Unit
 from trishield.rings.conflicts import Conflict, find_conflicts
 from trishield.rings.evidence import Evidence, EvidenceConfig

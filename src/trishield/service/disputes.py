@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI, Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
-from trishield.kb.dispute_resolution import ACTIONS
+from trishield.kb.store.dispute_resolution import ACTIONS
 from trishield.provenance.keys import ApiKey, Role
 from trishield.service.auth import require
 from trishield.service.models import Strict

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trishield.defenses import DEFENSES
 from trishield.kb.documents import TIERS
+from trishield.kb.indexes.retrieval import BACKENDS
 from trishield.kb.loaders import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
-from trishield.kb.retrieval import BACKENDS
 from trishield.kb.unicode_checks import id_problem
 from trishield.provenance.signing import MAX_ISSUED_AT, MAX_VERSION
 from trishield.rings.consensus import GATE_MODES

@@ -15,8 +15,8 @@ import math
 
 from trishield.defenses.answerers import SingleReader
 from trishield.errors import InputError
-from trishield.kb.knowledge_base import MAX_K
-from trishield.kb.retrieval import BACKENDS
+from trishield.kb.indexes.retrieval import BACKENDS
+from trishield.kb.reading import MAX_K
 from trishield.llm.base import Reader
 
 

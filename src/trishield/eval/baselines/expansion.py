@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from trishield.errors import InputError
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.llm.cache import CachedBackend
 from trishield.llm.reader import INSTRUCTION, LLMReader
 from trishield.stages import Run

@@ -46,7 +46,7 @@ from trishield.config import cache_dir, enforce_offline
 from trishield.errors import InputError, ModelError, require_extra
 from trishield.kb.chunking import ChunkingConfig, chunk_document
 from trishield.kb.datasets import load_named
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.models.gguf import GGUF_MODELS, resolve_gguf, verify_resolved
 from trishield.stages import Run
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from trishield.config import enforce_offline
 from trishield.errors import InputError, ModelError, require_extra
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 from trishield.models.embedders import get_embedding_model, load_embedder
 from trishield.stages import Run
 

@@ -60,7 +60,7 @@ from trishield.errors import InputError
 from trishield.eval.poisonedrag.attacks import is_poison, poison_target
 from trishield.eval.poisonedrag.provenance import Provenance
 from trishield.kb import KnowledgeBase
-from trishield.kb.retrieval import Candidate
+from trishield.kb.indexes.retrieval import Candidate
 
 PROVENANCE_SETTINGS = ("neutral", "untrusted", "trusted-clean", "forged", "forged-unchecked")
 WRITER_SETTINGS = ("attacker", "sybil", "sleeper", "patient", "attacker-first",

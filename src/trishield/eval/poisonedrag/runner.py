@@ -97,7 +97,7 @@ def _config(options: PoisonedRAGOptions) -> PipelineConfig:
 
 
 DEFENSE_CODE = ("rings", "defenses", "llm", "answers.py", "pipeline.py", "stages.py",
-                "text.py", "kb/retrieval.py")
+                "text.py", "kb/indexes/retrieval.py")
 """The code that decides an answer, relative to the ``trishield`` package."""
 
 

@@ -1,13 +1,13 @@
 """Each writer's stored chunk row ids, kept between screened writes.
 
 Ring 1 at ingest leaves the batch's writer's chunks out of every neighbourhood, and each
-reference writer's out of its own documents' (``kb/neighbourhood.py``), so a screen reads the
-chunk row ids of those writers. Read afresh, a writer of 10,000 chunks cost about 10 ms a
+reference writer's out of its own documents' (``kb/screening/neighbourhood.py``), so a screen reads
+the chunk row ids of those writers. Read afresh, a writer of 10,000 chunks cost about 10 ms a
 screen at 100,000 chunks: the largest share of a returning writer's warm screen, though its
 write added one document.
 
 :class:`WriterChunks` keeps each writer's ids with the writer's ``(documents, version)``
-(:mod:`trishield.kb.writer_counts`, kept by triggers) and the row id of its newest document
+(:mod:`trishield.kb.store.writer_counts`, kept by triggers) and the row id of its newest document
 then. Chunks are written and deleted only with their document, so an unchanged version means
 unchanged chunks; a writer that only added documents since (the version grew by the count's
 growth) has its new documents above that newest row id (SQLite gives a new row an id above

@@ -2,7 +2,7 @@
 
 Engines analyse text themselves, and Milvus Lite's analyzer differs from a Milvus server's
 (no stemmer, other stop words, other word boundaries). Handing every engine TriShield's
-stemmed content words and identifiers (:func:`trishield.kb.lexical_index.lexical_terms`),
+stemmed content words and identifiers (:func:`trishield.kb.store.fts.lexical_terms`),
 joined by spaces and reduced to letters and digits, makes the engine's whitespace-and-lowercase
 analysis an identity: the same terms in Milvus Lite, on a cluster and in the embedded BM25
 index, so a query matches the same chunks everywhere and the KB's analyzer version names what
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import re
 
-from trishield.kb.indexes import ANALYZER
-from trishield.kb.lexical_index import lexical_terms
+from trishield.kb.store.fts import ANALYZER, lexical_terms
 
 TERMS_ANALYZER = f"{ANALYZER}+alnum-joined/v1"
 """Names this analysis; an engine collection built with another one must be reloaded."""

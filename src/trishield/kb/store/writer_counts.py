@@ -1,8 +1,8 @@
 """How many documents each writer stores, kept by triggers in the writing transaction.
 
-Ring 1's reference sample at ingest is drawn per writer (``kb/neighbourhood.py``): how many of
-a writer's documents it takes depends on how many writers the KB holds, and which ones on the
-writer's stored documents. Counting them with ``GROUP BY writer`` read every document on every
+Ring 1's reference sample at ingest is drawn per writer (``kb/screening/neighbourhood.py``): how
+many of a writer's documents it takes depends on how many writers the KB holds, and which ones on
+the writer's stored documents. Counting them with ``GROUP BY writer`` read every document on every
 screened write (about 50 ms at 50,000 documents, most of a warm screen), though one write
 changes one writer's documents. So ``writer_documents`` holds, per writer, its stored
 documents and a *version* that grows with every insert or delete of one of them: a reader that

@@ -1,8 +1,8 @@
 """Ring 1's neighbour lists saved beside the KB, so that a one-off process screens warm.
 
 A KB handle keeps, between screened writes, each reference document's nearest stored chunks by
-other writers (:class:`~trishield.kb.neighbour_cache.NeighbourCache`). A handle that has none
-(a one-off ``trishield ingest``, a restarted service) searches the whole reference sample
+other writers (:class:`~trishield.kb.screening.neighbour_cache.NeighbourCache`). A handle that has
+none (a one-off ``trishield ingest``, a restarted service) searches the whole reference sample
 before its first screen: 0.7-1.4 s at 100,000 chunks on a flat index and 2.2 s on HNSW,
 against tens of milliseconds for a warm handle (docs/scale.md). The lists do not depend on
 the process that found them, only on the KB at one change-log position, so a handle saves its
@@ -17,13 +17,13 @@ warning, and the sample is searched afresh; a file whose position the change log
 reaches is emptied by the catch-up, as a cache that fell behind is. Nothing in it is trusted
 in part.
 
-The handle's reference draws (:class:`~trishield.kb.reference_draw.ReferenceDraws`: which
+The handle's reference draws (:class:`~trishield.kb.screening.reference_draw.ReferenceDraws`: which
 documents the sample holds, with their vectors) are saved with the lists: drawn afresh, a
 sample of 100 writers at 100,000 chunks reads every writer's row ids and 1,800 documents'
 chunk vectors, about 0.2 s. A saved draw is used only while its writer's document version is
 the one it was drawn at, exactly as between two screens of one handle. So are the writers'
-chunk row ids the handle read (:class:`~trishield.kb.writer_chunks.WriterChunks`), each with
-the writer's document version then: a screen leaves the batch's writer's chunks out, and read
+chunk row ids the handle read (:class:`~trishield.kb.screening.writer_chunks.WriterChunks`), each
+with the writer's document version then: a screen leaves the batch's writer's chunks out, and read
 afresh those of a writer of 10,000 chunks cost a one-off screen 18 ms of about 50 at
 100,000 chunks (8 bytes a chunk in the file); a saved writer whose version moved since is
 brought forward exactly as between two screens of one handle. Lists found on a trained
@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from trishield.kb.neighbour_cache import CachedNeighbours, NeighbourCache
-from trishield.kb.reference_draw import WriterDraw
-from trishield.kb.writer_chunks import KnownChunks
+from trishield.kb.screening.neighbour_cache import CachedNeighbours, NeighbourCache
+from trishield.kb.screening.reference_draw import WriterDraw
+from trishield.kb.screening.writer_chunks import KnownChunks
 
 FILE = "ring1-neighbours.npz"
 FORMAT = 4

@@ -1,7 +1,7 @@
 """Load a search engine from a knowledge base's store, and check that it still matches.
 
 An engine is derived data, like the embedded indexes. Day to day it follows the chunk change
-log (:func:`~trishield.kb.index_backend.catch_up`, one write's rows at a time); :func:`sync`
+log (:func:`~trishield.kb.indexes.backend.catch_up`, one write's rows at a time); :func:`sync`
 reloads it in full, making it hold exactly the store's chunks (every row upserted, rows the
 store no longer has removed) and recording the change-log position it then reflects. That is
 how an existing KB is pointed at a new cluster, how a collection whose position the log no
@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from trishield.errors import InputError
-from trishield.kb.index_backend import IndexBackend, catch_up
+from trishield.kb.indexes.backend import IndexBackend, catch_up
 from trishield.kb.store import Store
 
 PAGE = 1000

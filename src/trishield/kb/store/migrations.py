@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trishield.errors import KnowledgeBaseError
-from trishield.kb import analysis, change_log, disputes, lexical_index, writer_counts
+from trishield.kb import analysis
+from trishield.kb.store import change_log, disputes, writer_counts
+from trishield.kb.store import fts as lexical_index
 
 Step = Callable[[sqlite3.Connection], None]
 
@@ -287,14 +289,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration("0009_documents_by_writer", (
         # issue 19: Ring 1's neighbourhood at ingest reads each reference writer's chunks
-        # (kb/neighbourhood.py); without an index every writer was a scan of all documents,
-        # so one screened ingest into a KB of 1,000 writers took 23 s at 5,000 chunks
+        # (kb/screening/neighbourhood.py); without an index every writer was a scan of all
+        # documents, so one screened ingest into a KB of 1,000 writers took 23 s at 5,000 chunks
         _create("CREATE INDEX IF NOT EXISTS documents_by_writer ON documents(writer)"),
     )),
     Migration("0010_writer_documents", (
         # issue 19: per-writer document counts and versions kept by triggers, so Ring 1's
         # reference sample is redrawn only for writers whose documents changed, not from a
-        # read of every document on every screened write (kb/writer_counts.py)
+        # read of every document on every screened write (kb/store/writer_counts.py)
         writer_counts.install,
     )),
     Migration("0011_chunk_sections", (
@@ -306,7 +308,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration("0012_disputes", (
         # issue 50: conflicts between writers that the evidence met (at question time, or a
-        # tampered copy at ingest), kept for a person to settle (kb/disputes.py)
+        # tampered copy at ingest), kept for a person to settle (kb/store/disputes.py)
         disputes.install,
     )),
 )

@@ -25,9 +25,9 @@ order among them (mostly the same, not always), so a caller must not rely on eit
 
 The copy costs 2 bytes a dimension more per row (half the flat index again) and one pass over
 the rows to build, about ten flat scans' worth (79 ms at 100,000 rows), so
-:class:`~trishield.kb.indexes.DenseIndex` builds it only after an index has served
-:data:`~trishield.kb.indexes.HALF_SCAN_AFTER` scans of at least
-:data:`~trishield.kb.indexes.HALF_SCAN_MIN_ROWS` rows, by when the scans have cost as much
+:class:`~trishield.kb.indexes.dense.DenseIndex` builds it only after an index has served
+:data:`~trishield.kb.indexes.dense.HALF_SCAN_AFTER` scans of at least
+:data:`~trishield.kb.indexes.dense.HALF_SCAN_MIN_ROWS` rows, by when the scans have cost as much
 as the copy (so a one-off process that searches once or twice never builds it), and keeps it
 in step with every add and removal from then on.
 """
@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trishield.kb.lazy_faiss import faiss
+from trishield.kb.indexes.lazy_faiss import faiss
 
 SPARE_ROWS = 64
 """Rows read past the asked depth by the half-precision scan, at least (see

@@ -1,4 +1,8 @@
-"""The lexical (BM25) index of a knowledge base: an SQLite FTS5 table kept by SQLite itself.
+"""The table the lexical (BM25) index reads: an SQLite FTS5 table kept by SQLite itself.
+
+The table, its triggers and its analyzer live here, with the store, because they are
+written in the store's transactions; :class:`~trishield.kb.indexes.lexical.LexicalIndex` reads
+the table.
 
 Why FTS5 rather than a separate BM25 file: the index lives in ``kb.sqlite`` and triggers on
 ``chunks`` maintain it inside the very transaction that writes or deletes the chunks. An
@@ -168,37 +172,3 @@ def reindex(connection: sqlite3.Connection) -> None:
 def match_expression(terms: list[str]) -> str:
     """An FTS5 query that ORs ``terms`` (each quoted: a term is never read as syntax)."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-class LexicalIndex:
-    """BM25 over the FTS5 table of one connection, keyed by chunk row id.
-
-    Always current: it reads the table, so it reflects every committed write (in a read
-    transaction, the transaction's snapshot). Used by one thread at a time, like its store.
-    """
-
-    def __init__(self, connection: sqlite3.Connection):
-        self.connection = connection
-
-    def __len__(self) -> int:
-        return int(self.connection.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])
-
-    def search(self, query: str, depth: int) -> list[tuple[int, float]]:
-        """The ``depth`` best ``(chunk pk, bm25)``, best first, ties by row id."""
-        terms = list(dict.fromkeys(lexical_terms(query)))
-        if not terms or depth < 1:
-            return []
-        rows = self.connection.execute(
-            f"SELECT rowid, -bm25({TABLE}) FROM {TABLE} WHERE {TABLE} MATCH ? "
-            f"ORDER BY bm25({TABLE}), rowid LIMIT ?", (match_expression(terms), depth))
-        return [(int(pk), float(score)) for pk, score in rows]
-
-    def unknown_terms(self, text: str) -> list[str]:
-        """The text's index terms that occur in no indexed chunk, in order, once each."""
-        terms = list(dict.fromkeys(index_terms(text)))
-        if not terms:
-            return []
-        marks = ",".join("?" * len(terms))
-        known = {term for (term,) in self.connection.execute(
-            f"SELECT term FROM {VOCABULARY} WHERE term IN ({marks}) AND doc > 0", terms)}
-        return [term for term in terms if term not in known]

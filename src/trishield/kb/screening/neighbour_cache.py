@@ -2,8 +2,8 @@
 
 Ring 1's ``S_out`` at ingest calibrates a new document on a reference sample of up to 2,000
 stored documents, each measured against its nearest stored chunks by other writers
-(:mod:`trishield.kb.neighbourhood`). Searched afresh on every write that is about 2,000 x n
-dot products with a flat index (0.35-0.5 s at 50,000 chunks on two idle cores), though between
+(:mod:`trishield.kb.screening.neighbourhood`). Searched afresh on every write that is about 2,000 x
+n dot products with a flat index (0.35-0.5 s at 50,000 chunks on two idle cores), though between
 two writes the sample and its neighbours barely change. This cache keeps, per reference document,
 its ``k + spare`` nearest chunks by writers other than its own (not excluding any batch's
 writer, so every writer's ingest can use it) and brings them up to date from the chunk change
@@ -18,11 +18,11 @@ log, exactly:
   next one.
 
 On a trained IVF-PQ index a search ranks only the chunks of the inverted lists it probes,
-by the query's product with their *decoded* vectors (:class:`~trishield.kb.indexes.IVFCodes`).
+by the query's product with their *decoded* vectors (:class:`~trishield.kb.indexes.dense.IVFCodes`).
 So there an added chunk is scored through its code, as the search would score it, and enters
 only the lists of documents whose search probes its inverted list: each list stays exactly
 what a fresh search of the index finds. Its scores belong to the index's codebooks: when the
-index is trained anew (its :attr:`~trishield.kb.indexes.IVFCodes.fingerprint` changes, or it
+index is trained anew (its :attr:`~trishield.kb.indexes.dense.IVFCodes.fingerprint` changes, or it
 becomes or stops being trained), the cache starts over.
 
 A handle of the KB owns one cache; it is used under the KB's write lock (screening runs
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trishield.kb.indexes import IVFCodes
-from trishield.kb.reference_draw import ReferenceDraws
+from trishield.kb.indexes.dense import IVFCodes
+from trishield.kb.screening.reference_draw import ReferenceDraws
+from trishield.kb.screening.writer_chunks import WriterChunks
 from trishield.kb.store import Store
-from trishield.kb.writer_chunks import WriterChunks
 
 CACHE_SPARE = 32
 """Rows a cached list holds beyond the ``k`` asked: a batch's writer's own chunks are dropped
@@ -207,8 +207,8 @@ def _grown(array: np.ndarray, size: int) -> np.ndarray:
 class NeighbourCache:
     """Per-document neighbour lists of one KB handle, at one change-log position and one ``k``
     (see the module docstring), the handle's reference draws (which documents the sample
-    holds: :class:`~trishield.kb.reference_draw.ReferenceDraws`) and its writers' chunk row
-    ids (:class:`~trishield.kb.writer_chunks.WriterChunks`)."""
+    holds: :class:`~trishield.kb.screening.reference_draw.ReferenceDraws`) and its writers' chunk
+    row ids (:class:`~trishield.kb.screening.writer_chunks.WriterChunks`)."""
 
     def __init__(self, spare: int = CACHE_SPARE, capacity: int = CACHE_CAPACITY):
         self.spare = spare
@@ -226,7 +226,7 @@ class NeighbourCache:
         """Lists taken from screened batches so far (:meth:`adopt`)."""
         self.revision = 0
         """Counts the changes to :attr:`entries`, so that a handle saves the cache
-        (:mod:`trishield.kb.neighbour_cache_file`) only when it holds something new."""
+        (:mod:`trishield.kb.screening.neighbour_cache_file`) only when it holds something new."""
 
     def catch_up(self, store: Store, dimension: int, k: int,
                  codes: IVFCodes | None = None) -> None:

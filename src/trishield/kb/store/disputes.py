@@ -5,7 +5,7 @@ side, or refused as a conflict), or Ring 1 finds at ingest that a new document c
 writer's stored text with a fact changed, the conflict is *recorded* here: the question (or,
 at ingest, what was copied), each side's claim and sources (writers, tier, documents and
 chunks, time stood, weight) and the decision with its reason. An operator then settles it
-(:mod:`trishield.kb.dispute_resolution`): quarantines a side, trusts the true source, or
+(:mod:`trishield.kb.store.dispute_resolution`): quarantines a side, trusts the true source, or
 dismisses it. A refusal becomes work a person can finish.
 
 Why here, below the rings: the KB stores what the rings hand it as plain data (this module

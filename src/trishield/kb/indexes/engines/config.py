@@ -4,8 +4,8 @@
 its URI (a local ``.db`` path is Milvus Lite, ``http(s)://host:19530`` a server or cluster), a
 collection name and a vector index kind. The setting is validated here, before anything
 connects or is written, and never holds a secret: a URI with ``user:password@`` is refused
-(the token comes from :data:`~trishield.kb.engines.milvus.TOKEN_ENV` only), so the meta table
-and every message that prints the setting stay free of credentials.
+(the token comes from :data:`~trishield.kb.indexes.engines.milvus.TOKEN_ENV` only), so the meta
+table and every message that prints the setting stay free of credentials.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from trishield.errors import InputError
 EMBEDDED = "embedded"
 DEFAULT_COLLECTION = "trishield_chunks"
 MILVUS_INDEX_KINDS = ("flat", "hnsw", "ivf")
-"""The Milvus vector index kinds (:data:`trishield.kb.engines.milvus.INDEX_KINDS`), named here
-so that checking a setting needs no client library."""
+"""The Milvus vector index kinds (:data:`trishield.kb.indexes.engines.milvus.INDEX_KINDS`), named
+here so that checking a setting needs no client library."""
 META_KEYS = ("engine", "engine_collection", "engine_index")
 
 
@@ -60,7 +60,7 @@ class EngineConfig:
             uri = str(Path(uri).expanduser().absolute())
         # the URI's shape, the collection name and the index kind are checked by the backend's
         # own rules (no connection is made)
-        from trishield.kb.engines.milvus import check_collection_name, check_uri
+        from trishield.kb.indexes.engines.milvus import check_collection_name, check_uri
 
         check_uri(uri)
         collection = DEFAULT_COLLECTION if collection is None else collection

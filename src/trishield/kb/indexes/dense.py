@@ -2,9 +2,13 @@
 
 Dense indexes are *derived* data: SQLite holds every chunk's embedding, and an index can always
 be rebuilt from it. A KB keeps one in memory, follows the database through the chunk change
-log (:mod:`trishield.kb.change_log`) and now and then saves a snapshot file named after the
+log (:mod:`trishield.kb.store.change_log`) and now and then saves a snapshot file named after the
 log position it reflects, written under a temporary name then renamed, so a reader never sees
 a half-written file.
+
+Over 500 lines on purpose: one class, :class:`DenseIndex`, whose three kinds share one search
+path (the exclusion of rows, the half-precision scan, the IVF-PQ re-scoring with exact
+vectors); split across modules, a reader would follow one search through three files.
 
 Three kinds, chosen per KB (``KBSettings.dense_index``):
 
@@ -23,7 +27,7 @@ Three kinds, chosen per KB (``KBSettings.dense_index``):
     embeddings at hand the candidates are re-scored exactly (:meth:`DenseIndex.search`'s
     ``exact``), which is what brings its recall near flat's.
 
-The lexical index is SQLite's FTS5 (:mod:`trishield.kb.lexical_index`), re-exported here.
+The lexical index is SQLite's FTS5 (:mod:`trishield.kb.store.fts`), re-exported here.
 """
 
 from __future__ import annotations
@@ -40,10 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from trishield.errors import KnowledgeBaseError
-from trishield.kb.half_scan import HalfScan, reading
-from trishield.kb.lazy_faiss import faiss
-from trishield.kb.lexical_index import ANALYZER as ANALYZER  # re-exported
-from trishield.kb.lexical_index import LexicalIndex as LexicalIndex  # re-exported
+from trishield.kb.indexes.half_scan import HalfScan, reading
+from trishield.kb.indexes.lazy_faiss import faiss
 
 DENSE_KINDS = ("flat", "hnsw", "ivfpq")
 HNSW_M = 32
@@ -78,7 +80,7 @@ search in one service worker does not change another's; batches keep the default
 SMALL_ADD_ROWS = 1000
 HALF_SCAN_MIN_ROWS = 10_000
 """An exact index of at least this many rows is scanned through a half-precision copy
-(:mod:`trishield.kb.half_scan`). Smaller, its rows sit in the processor's caches and the
+(:mod:`trishield.kb.indexes.half_scan`). Smaller, its rows sit in the processor's caches and the
 copy's re-scoring costs what it saves: at 10,000 rows a search of k=20 took 0.70 ms through
 the copy and 0.89 ms flat, a screen's search (k=42, 399 ids excluded) 0.96 / 1.36 ms, three
 of them at once 1.77 / 1.85 ms; at 100,000 rows 4.6 / 7.6, 4.4 / 8.1 and 10.6 / 19.3 ms
@@ -454,8 +456,8 @@ class IVFCodes:
     lists a query probes, and the vector a row's code decodes to (its list's centroid plus the
     quantised residual). A search ranks the rows of the probed lists by the query's inner
     product with their decoded vectors, so a list of neighbours kept between writes
-    (:mod:`trishield.kb.neighbour_cache`) can take in an added row exactly as a fresh search
-    would rank it, or leave it out when the search would never reach it.
+    (:mod:`trishield.kb.screening.neighbour_cache`) can take in an added row exactly as a fresh
+    search would rank it, or leave it out when the search would never reach it.
 
     ``fingerprint`` names the codebooks (coarse centroids and product quantiser): a list
     found under other codebooks ranks by other scores and must not be merged into."""

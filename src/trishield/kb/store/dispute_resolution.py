@@ -1,4 +1,4 @@
-"""Settling a recorded dispute (:mod:`trishield.kb.disputes`): what a person may do, audited.
+"""Settling a recorded dispute (:mod:`trishield.kb.store.disputes`): what a person may do, audited.
 
 Three actions, each one transaction with the dispute's closing and its audit entries:
 
@@ -30,8 +30,8 @@ import json
 import sqlite3
 
 from trishield.errors import ConflictError, InputError
-from trishield.kb import disputes
-from trishield.kb.disputes import Resolution
+from trishield.kb.store import disputes
+from trishield.kb.store.disputes import Resolution
 
 ACTIONS: tuple[str, ...] = ("quarantine", "trust", "dismiss")
 

@@ -3,7 +3,7 @@
 SQLite stays the truth; an :class:`IndexBackend` is what answers "nearest chunks to this
 vector" and "best BM25 chunks for this query", keyed by chunk row id. The KB never rebuilds an
 engine to take in a write: every write appends to the chunk change log
-(:mod:`trishield.kb.change_log`) in its own transaction, and :func:`catch_up` hands the engine
+(:mod:`trishield.kb.store.change_log`) in its own transaction, and :func:`catch_up` hands the engine
 the rows added and removed since the log position it reflects. That is all another engine
 (Milvus, say) has to implement.
 
@@ -31,8 +31,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from trishield.kb.indexes import DenseIndex, ExactVectors
-from trishield.kb.lexical_index import LexicalIndex
+from trishield.kb.indexes.dense import DenseIndex, ExactVectors
+from trishield.kb.indexes.lexical import LexicalIndex
 from trishield.kb.store import Store
 
 

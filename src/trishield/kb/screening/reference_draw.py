@@ -1,7 +1,7 @@
 """Which stored documents Ring 1's reference sample at ingest holds, redrawn only where needed.
 
-The sample (``kb/neighbourhood.py``) takes up to :data:`REFERENCE_PER_WRITER` documents from
-each writer other than the screened batch's (fewer when many writers share
+The sample (``kb/screening/neighbourhood.py``) takes up to :data:`REFERENCE_PER_WRITER` documents
+from each writer other than the screened batch's (fewer when many writers share
 :data:`REFERENCE_SIZE`): the writer's ``share`` documents with the smallest *draw keys*, a
 seeded 64-bit hash of the writer's name and the document's row id (:func:`draw_keys`).
 
@@ -15,7 +15,7 @@ smallest), a delete at most one, and a share that shrinks or grows takes a prefi
 order. The draw is still a uniform sample without replacement of the writer's documents.
 
 :class:`ReferenceDraws` keeps each writer's draw with the writer's document version
-(:mod:`trishield.kb.writer_counts`, kept by triggers): a screen reads one row per writer and
+(:mod:`trishield.kb.store.writer_counts`, kept by triggers): a screen reads one row per writer and
 redraws only the writers whose version or share changed, reusing the vectors of documents
 that stay in the sample when the writer only added documents since. The result is the fresh
 draw, document for document (``tests/test_kb_reference_draw.py``). A handle of the KB owns one

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from trishield.kb.indexes import DenseIndex
-from trishield.kb.neighbour_cache import CachedNeighbours, NeighbourCache
-from trishield.kb.reference_draw import ReferenceDraws
+from trishield.kb.indexes.dense import DenseIndex
 from trishield.kb.screening import ReferenceSample, StoredNeighbour
+from trishield.kb.screening.neighbour_cache import CachedNeighbours, NeighbourCache
+from trishield.kb.screening.reference_draw import ReferenceDraws
+from trishield.kb.screening.writer_chunks import WriterChunks
 from trishield.kb.store import Store
-from trishield.kb.writer_chunks import WriterChunks
 
 BATCHED_WRITER_CHUNKS = 1024
 """How many rows more than asked the batched reference search reads (fewer when no reference
@@ -311,9 +311,9 @@ class StoredNeighbourhood:
         return self._reference
 
     def _sample(self) -> ReferenceSample:
-        """Up to :data:`~trishield.kb.reference_draw.REFERENCE_PER_WRITER` documents of every
-        other writer (:class:`~trishield.kb.reference_draw.ReferenceDraws`: redrawn only for
-        writers whose documents changed since the handle's last screen)."""
+        """Up to :data:`~trishield.kb.screening.reference_draw.REFERENCE_PER_WRITER` documents of
+        every other writer (:class:`~trishield.kb.screening.reference_draw.ReferenceDraws`: redrawn
+        only for writers whose documents changed since the handle's last screen)."""
         drawn = self._draws.draw(self._store, self._dimension, excluding=self._writer,
                                  versions=self._writer_versions())
         self._reference_pks = drawn.pks

@@ -2,7 +2,7 @@
 
 For KBs that outgrow one machine. The SQLite store keeps provenance, tiers, quarantine and the
 audit log; the Milvus collection holds, per chunk row id, the embedding and the chunk's index
-terms (:mod:`trishield.kb.engines.terms`), from which a server-side BM25 function derives a
+terms (:mod:`trishield.kb.indexes.engines.terms`), from which a server-side BM25 function derives a
 sparse vector. A URI ending in ``.db`` is Milvus Lite (an embedded engine in a local folder, for
 tests and CI); ``http(s)://host:19530`` is a Milvus server or cluster (or Zilliz Cloud). The
 same code path serves both.
@@ -10,6 +10,10 @@ same code path serves both.
 Writes are upserts keyed by the row id (adding a row twice leaves one), deletes of unknown ids
 are no-ops, and every read uses ``Strong`` consistency so a search right after a write sees it.
 ``pymilvus`` is imported when a backend is constructed, never at module import.
+
+Over 500 lines on purpose: one client class, :class:`MilvusBackend`, the only code that speaks
+to Milvus (schema, writes, both searches, positions, consistency); it is optional and read as
+one unit by whoever changes the engine.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from trishield.errors import InputError, KnowledgeBaseError
-from trishield.kb.engines.terms import TERMS_ANALYZER, engine_terms
+from trishield.kb.indexes.engines.terms import TERMS_ANALYZER, engine_terms
 from trishield.text import index_terms
 
 TOKEN_ENV = "TRISHIELD_MILVUS_TOKEN"
@@ -62,7 +66,7 @@ POSITION_PROPERTY = "trishield.position"
 OWNER_PROPERTY = "trishield.kb"
 _COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 _SERVER_SCHEMES = ("http", "https", "tcp", "unix")
-log = logging.getLogger("trishield.kb.engines.milvus")
+log = logging.getLogger("trishield.kb.indexes.engines.milvus")
 _LITE_USERS: dict[str, int] = {}
 """Open backends per Milvus Lite folder in this process. Milvus Lite runs one server per
 folder per process and keeps it (and the folder's lock) until the process exits; the last
@@ -132,8 +136,8 @@ def _pymilvus() -> Any:
 class MilvusBackend:
     """One Milvus collection holding a KB's chunk vectors and index terms.
 
-    Implements ``trishield.kb.index_backend.IndexBackend``, plus ``ids`` and ``vectors_of``
-    for :mod:`trishield.kb.engines.sync`'s consistency check.
+    Implements ``trishield.kb.indexes.backend.IndexBackend``, plus ``ids`` and ``vectors_of``
+    for :mod:`trishield.kb.indexes.engines.sync`'s consistency check.
 
     Its ``position`` (the chunk change-log position it reflects) lives in the collection's
     properties, next to the rows it describes, with the ``owner`` (the id of the KB that
@@ -226,8 +230,9 @@ class MilvusBackend:
 
     def sync(self, store: Any) -> bool:
         """Catch up with ``store``'s change log (``False``: the log does not reach back to
-        this collection's position; reload it with :func:`trishield.kb.engines.sync.sync`)."""
-        from trishield.kb.index_backend import catch_up
+        this collection's position; reload it with
+        :func:`trishield.kb.indexes.engines.sync.sync`)."""
+        from trishield.kb.indexes.backend import catch_up
 
         return catch_up(self, store)
 
@@ -313,7 +318,7 @@ class MilvusBackend:
 
         Everything is checked before anything is sent. Rows go in batches of
         :data:`WRITE_BATCH`: should the engine fail midway, some batches are in and the error
-        says so; adding the same rows again (or :func:`~trishield.kb.engines.sync.sync`)
+        says so; adding the same rows again (or :func:`~trishield.kb.indexes.engines.sync.sync`)
         completes it, since upserts are idempotent."""
         keys = _ids(ids)
         matrix = np.asarray(vectors)

@@ -68,7 +68,7 @@ class Contradiction:
     """What a screener found a new document contradicts: another writer's stored document
     that it copies with facts changed (Ring 1's tampered copy). A verdict may carry one as
     ``contradiction`` (optional: the KB reads it with ``getattr``); the KB then records the
-    conflict as a dispute in the ingest's transaction (:mod:`trishield.kb.disputes`)."""
+    conflict as a dispute in the ingest's transaction (:mod:`trishield.kb.store.disputes`)."""
 
     original: StoredNeighbour
     changes: tuple[tuple[str, str], ...]

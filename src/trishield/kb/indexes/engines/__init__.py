@@ -2,6 +2,6 @@
 
 The SQLite store stays the source of truth (provenance, tiers, quarantine, audit); an engine
 holds only what search needs, chunk row id -> vector and analysed terms, and can always be
-reloaded from the store (:mod:`trishield.kb.engines.sync`). Engine modules import their client
-library only when a backend is constructed, so importing this package needs none of them.
+reloaded from the store (:mod:`trishield.kb.indexes.engines.sync`). Engine modules import their
+client library only when a backend is constructed, so importing this package needs none of them.
 """
