@@ -74,8 +74,17 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
         backlog=backlog, access_log=log_level == "debug")
     # once the port is open, the KB directory says where: `trishield ask/search --kb` then
     # uses this server (trishield.service.discovery); the file goes when the server stops
-    server = GuardedServer(server_config, metrics=runtime.metrics,
-                           on_started=lambda bound: announce(config.kb_dir, url_for(host, bound)),
+    def announce_here(bound: int) -> None:
+        # a KB served read-only (a read-only mount, another user's directory) still serves:
+        # only the warm path of `trishield ask/search --kb` is off, and the operator is told
+        try:
+            announce(config.kb_dir, url_for(host, bound))
+        except OSError as error:
+            console.print(f"[yellow]cannot write the server file in {config.kb_dir}[/] "
+                          f"({error.strerror or error}): `trishield ask/search --kb` will not "
+                          "find this server; use --server")
+
+    server = GuardedServer(server_config, metrics=runtime.metrics, on_started=announce_here,
                            on_stopped=lambda: withdraw(config.kb_dir))
     try:
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl-C again at its end
