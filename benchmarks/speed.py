@@ -13,11 +13,16 @@ Prints, each as a ratio to its limit (or to the baseline measured in the same ru
 3. start-up: ``trishield --help`` and ``trishield documents list`` (median of 3 runs, wall
    seconds, limit 1 s idle);
 4. cold vs warm: ``search`` and ``ask`` (``--defense none --panel extractive``: the models
-   of Rings 1-3 would dominate) run locally (``--local``, cold), through ``--server``, and
-   with ``--kb`` alone while the server runs (found through the KB directory); the warm
-   ``--kb`` limit is 1.10x ``--server``;
+   of Rings 1-3 would dominate) run locally (``--local``, cold), through ``--server`` (with
+   an API key), and with ``--kb`` alone and no key while the server runs (found through the
+   KB directory, answered with the run's local key); the warm ``--kb`` limit is 1.10x
+   ``--server``;
 5. ``trishield.screen()`` of 20 passages with their embeddings given (warm, limit 0.5 s),
-   and without them for comparison.
+   and without them for comparison;
+6. a cold local ``ask`` as a user types it (``full``, the default panel and second reader,
+   an empty response cache): seconds, and which models the process loaded (the gate needs
+   the first member only; the others load when asked). ``--no-llm`` skips it (a minute or
+   more on two cores).
 
     PYTHONPATH=src HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed.py      # ~3-5 min
     PYTHONPATH=src HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed.py --full
@@ -190,7 +195,7 @@ def cold_and_warm(kb_dir: Path) -> None:
             base = (verb, what, *extra)
             cold = command(*base, "--kb", str(kb_dir), "--local", runs=1)
             remote = command(*base, "--server", url, env=key)
-            warm = command(*base, "--kb", str(kb_dir), env=key)
+            warm = command(*base, "--kb", str(kb_dir))  # no key: the run's local key
             say(f"  {verb}: cold --local {cold:.2f} s; --server {remote:.2f} s; --kb with the "
                 f"server running {warm:.2f} s = {warm / remote:.2f}x --server "
                 f"({ratio(warm / remote, 1.10)}); cold / warm {cold / warm:.1f}x "
@@ -220,6 +225,50 @@ def screen_timing(documents: list[Document]) -> None:
             f"({result.embedded} embedded; {ratio(timings[name], 0.5)})")
 
 
+# -- 6. a cold ask with the default panel ---------------------------------------------------
+_COLD_ASK = """
+import json, sys, time
+started = time.perf_counter()
+from click.testing import CliRunner
+from trishield.cli import cli
+from trishield.llm.local import loaded_models
+done = CliRunner().invoke(cli, ["ask", sys.argv[1], "--kb", sys.argv[2], "--local", "--json"])
+seconds = time.perf_counter() - started
+assert done.exit_code == 0, done.output[-2000:]
+trace = json.loads(done.output)["trace"]
+print(json.dumps({"seconds": seconds, "loaded": loaded_models(), "gate": trace["gate"],
+                  "asked": [c["model"] for c in trace["calls"] if c["llm"]]}))
+"""
+
+
+def cold_ask(kb_dir: Path) -> None:
+    """``trishield ask`` with every default (``full``, the default panel, its second
+    reader), in a fresh interpreter with an empty response cache: what a first question
+    costs, and the models it loaded (``trishield.llm.local.loaded_models``)."""
+    from trishield.llm.panel import DEFAULT_PANEL, DEFAULT_SECOND_READER
+
+    with tempfile.TemporaryDirectory(prefix="trishield-responses-") as responses:
+        environment = {**os.environ, "PYTHONPATH": str(SOURCE), "HF_HUB_OFFLINE": "1",
+                       "TRISHIELD_RESPONSE_CACHE": responses}
+        environment.pop("TRISHIELD_API_KEY", None)
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", _COLD_ASK,
+                               "When did the tower open to the public?", str(kb_dir)],
+                              capture_output=True, text=True, env=environment, check=False)
+        wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"the cold ask failed: {done.stderr[-2000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    built = [m for m in DEFAULT_PANEL if m != "extractive"] + (
+        [DEFAULT_SECOND_READER] if DEFAULT_SECOND_READER else [])
+    gate = "convened the panel" if (figures["gate"] or {}).get("use_panel") else "closed"
+    say(f"  cold ask (full, panel {', '.join(DEFAULT_PANEL)}, second reader "
+        f"{DEFAULT_SECOND_READER}): {wall:.1f} s wall ({figures['seconds']:.1f} s in the "
+        f"process); gate {gate}"
+        f"; models asked {figures['asked']}; loaded {figures['loaded']} of "
+        f"{sorted(set(built))} built (load {load():.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=160,
@@ -227,6 +276,8 @@ def main() -> None:
     parser.add_argument("--full", action="store_true",
                         help="the 2,000-passage folder (overrides --passages)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-llm", action="store_true",
+                        help="skip the cold ask with the default panel (section 6)")
     args = parser.parse_args()
     count = 2000 if args.full else args.passages
     started = time.perf_counter()
@@ -246,6 +297,9 @@ def main() -> None:
         cold_and_warm(kb_dirs[FP32])
         say("5. screen()")
         screen_timing(documents)
+        if not args.no_llm:
+            say("6. a cold ask with every default (the fp32 KB)")
+            cold_ask(kb_dirs[FP32])
     say(f"load average {load():.2f}; {time.perf_counter() - started:.0f} s; figures: "
         f"{json.dumps({'passages': count, 'seed': args.seed})}")
 

@@ -52,7 +52,7 @@ def test_search_prints_what_the_local_command_prints(server) -> None:
     process, keys, kb_dir = server
     for extra in ((), ("--json",)):
         args = ("search", "return an item within days", "-k", "4", *extra)
-        local = trishield(*args, "--kb", str(kb_dir))
+        local = trishield(*args, "--kb", str(kb_dir), "--local")
         remote = trishield(*args, "--server", process.url, "--token", keys.reader)
         assert local.returncode == remote.returncode == 0, local.stderr + remote.stderr
         assert remote.stdout == local.stdout
@@ -62,17 +62,17 @@ def test_search_prints_what_the_local_command_prints(server) -> None:
 def test_ask_prints_what_the_local_command_prints(server) -> None:
     process, keys, kb_dir = server
     args = ("ask", REFUND_QUESTION, "--panel", "extractive")
-    local = trishield(*args, "--kb", str(kb_dir))
+    local = trishield(*args, "--kb", str(kb_dir), "--local")
     remote = trishield(*args, "--server", process.url, env={"TRISHIELD_API_KEY": keys.reader})
     assert local.returncode == remote.returncode == 0, local.stderr + remote.stderr
     assert "Answer:" in remote.stdout and "Ring 1:" in remote.stdout
     assert CLOCK.sub("", remote.stdout) == CLOCK.sub("", local.stdout)
-    local_tables = trishield(*args, "--trace", "--kb", str(kb_dir))
+    local_tables = trishield(*args, "--trace", "--kb", str(kb_dir), "--local")
     remote_tables = trishield(*args, "--trace", "--server", process.url, "--token", keys.reader)
     assert "Context sent:" in remote_tables.stdout
     assert CLOCK.sub("", remote_tables.stdout) == CLOCK.sub("", local_tables.stdout)
 
-    local_json = trishield(*args, "--json", "--kb", str(kb_dir))
+    local_json = trishield(*args, "--json", "--kb", str(kb_dir), "--local")
     remote_json = trishield(*args, "--json", "--server", process.url, "--token", keys.reader)
     assert local_json.returncode == remote_json.returncode == 0
     assert without_clock(json.loads(remote_json.stdout)) == without_clock(
@@ -184,7 +184,7 @@ def _search_requests(url: str) -> float:
 def test_kb_commands_find_the_server_running_over_the_kb(server) -> None:
     """The warm path by default: with a server of this user running over the KB and a key
     in the environment, `search --kb` and `ask --kb` are answered by it (same output as
-    the local command); --local, a local-only option or no key open the KB here."""
+    the local command); --local or a local-only option open the KB here."""
     from trishield.service.discovery import SERVER_FILE
 
     process, keys, kb_dir = server
@@ -200,9 +200,6 @@ def test_kb_commands_find_the_server_running_over_the_kb(server) -> None:
     local = trishield(*args, "--local", env={"TRISHIELD_API_KEY": keys.reader})
     assert local.returncode == 0 and "answered by the server" not in local.stderr
     assert local.stdout == warm.stdout and _search_requests(process.url) == before + 1
-    keyless = trishield(*args)  # a server, but no key: local, and the CLI says how to use it
-    assert keyless.returncode == 0 and "set $TRISHIELD_API_KEY" in keyless.stderr
-    assert keyless.stdout == warm.stdout and _search_requests(process.url) == before + 1
 
     question = ("ask", REFUND_QUESTION, "--kb", str(kb_dir), "--defense", "none", "--panel",
                 "extractive", "--json")
@@ -211,6 +208,49 @@ def test_kb_commands_find_the_server_running_over_the_kb(server) -> None:
     here = trishield(*question, "--no-cache", env={"TRISHIELD_API_KEY": keys.reader})
     assert here.returncode == 0 and "answered by the server" not in here.stderr
     assert json.loads(asked.stdout)["answer"] == json.loads(here.stdout)["answer"]
+
+
+def test_the_same_user_needs_no_key(server) -> None:
+    """With no key at hand, `search --kb` and `ask --kb` use the server through its run's
+    local key, read from the 0600 server file: a reader's rights only, its requests told
+    apart from every API key's, and a key of the same form that is not this run's refused."""
+    from trishield.service.discovery import SERVER_FILE
+
+    process, _, kb_dir = server
+    record = kb_dir / SERVER_FILE
+    assert record.stat().st_mode & 0o777 == 0o600 and record.stat().st_uid == os.getuid()
+    token = json.loads(record.read_text())["local_key"]
+    assert re.fullmatch(r"tsl_[A-Za-z0-9_-]{43}", token)
+
+    args = ("search", "return an item within days", "-k", "4", "--json", "--kb", str(kb_dir))
+    before = _search_requests(process.url)
+    keyless = trishield(*args)  # trishield() drops $TRISHIELD_API_KEY
+    assert keyless.returncode == 0, keyless.stderr
+    assert f"answered by the server at {process.url} with its local key" in keyless.stderr
+    assert _search_requests(process.url) == before + 1
+    here = trishield(*args, "--local")
+    assert here.stdout == keyless.stdout and _search_requests(process.url) == before + 1
+    question = ("ask", REFUND_QUESTION, "--kb", str(kb_dir), "--defense", "none", "--panel",
+                "extractive", "--json")
+    asked = trishield(*question)
+    assert asked.returncode == 0 and "with its local key" in asked.stderr, asked.stderr
+    assert json.loads(asked.stdout)["answer"] == json.loads(
+        trishield(*question, "--local").stdout)["answer"]
+
+    who = httpx.get(f"{process.url}/v1/whoami", headers=bearer(token), timeout=30).json()
+    assert who["role"] == "reader" and who["name"] == f"local:uid{os.getuid()}"
+    assert who["key_id"].startswith("local-")
+    write = httpx.post(f"{process.url}/v1/documents", headers=bearer(token), timeout=30,
+                       json={"id": "planted", "text": "Refunds take 365 days."})
+    assert write.status_code == 403
+    review = httpx.get(f"{process.url}/v1/quarantine", headers=bearer(token), timeout=30)
+    assert review.status_code == 403
+    forged = httpx.get(f"{process.url}/v1/whoami", headers=bearer("tsl_" + "A" * 43),
+                       timeout=30)
+    assert forged.status_code == 401 and "invalid local key" in forged.text
+    counted = [line for line in httpx.get(f"{process.url}/metrics", timeout=30).text.splitlines()
+               if line.startswith("trishield_local_key_requests_total ")]
+    assert counted and float(counted[0].split()[1]) >= 5  # 2 CLI calls, whoami and the 403s
 
 
 def test_a_stale_or_foreign_server_file_is_ignored(demo_kb_template: Path,
@@ -242,7 +282,25 @@ def test_the_server_file_goes_when_the_server_stops(demo_kb_template: Path,
     process = ServerProcess(kb_dir)
     try:
         process.wait_ready()
-        assert find(kb_dir) is not None and find(kb_dir).url == process.url
+        running = find(kb_dir)
+        assert running is not None and running.url == process.url
+        assert running.local_key is not None
     finally:
         process.stop()
     assert not (kb_dir / SERVER_FILE).exists()  # SIGTERM: uvicorn's shutdown removed it
+
+    # the next run's key is its own: the last run's is refused; with --no-local-key there is
+    # none, and a keyless CLI opens the KB here and says why
+    again = ServerProcess(kb_dir, extra=("--no-local-key",))
+    try:
+        again.wait_ready()
+        assert "local_key" not in json.loads((kb_dir / SERVER_FILE).read_text())
+        assert find(kb_dir).local_key is None
+        stale = httpx.get(f"{again.url}/v1/whoami", headers=bearer(running.local_key),
+                          timeout=30)
+        assert stale.status_code == 401
+        keyless = trishield("search", "refund", "--kb", str(kb_dir))
+        assert keyless.returncode == 0 and "without a local key" in keyless.stderr
+        assert "answered by the server" not in keyless.stderr
+    finally:
+        again.stop()

@@ -149,3 +149,12 @@ def test_a_misspelt_backend_table_is_refused_by_check(tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, ["config", "check", str(config)])
         assert isinstance(result.exception, InputError)  # the entry point exits 2 on it
         assert "'kind'" in str(result.exception) or "'base_ulr'" in str(result.exception)
+
+
+def test_ask_help_names_the_default_backend_the_settings_use() -> None:
+    """The help cannot read the settings (``--help`` must not import pydantic), so this
+    checks that what it says is what an ask without ``--backend`` runs with."""
+    shown = CliRunner().invoke(cli, ["ask", "--help"], terminal_width=200)
+    assert shown.exit_code == 0
+    flat = " ".join(shown.output.split())
+    assert f"{Settings().pipeline.backend} unless set" in flat and "else dense" not in flat

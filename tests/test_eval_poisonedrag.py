@@ -735,13 +735,17 @@ def test_quick_benchmark_is_complete_consistent_and_reproducible(tmp_path: Path)
 
 
 def test_cli_refuses_an_unknown_defense(tmp_path: Path) -> None:
+    """Before anything runs, naming the matrix's rows (the help lists them too)."""
     result = subprocess.run(
         [sys.executable, "-m", "trishield.cli", "eval", "poisonedrag", "--quick", "--out",
          str(tmp_path / "o"), "--work-dir", str(tmp_path / "w"), "--defense", "magic"],
         capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode != 0
-    assert "unknown defense 'magic'" in result.stderr
+    assert "'magic' is not one of" in result.stderr and "'robustrag-keyword'" in result.stderr
     assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()
+    shown = subprocess.run([sys.executable, "-m", "trishield.cli", "eval", "poisonedrag",
+                            "--help"], capture_output=True, text=True, timeout=120, check=True)
+    assert "full-gated|full-always" in shown.stdout and "README" not in shown.stdout
 
 
 def test_the_clean_screening_cache_is_keyed_by_the_defense_code(tmp_path: Path) -> None:

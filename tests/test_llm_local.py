@@ -93,3 +93,47 @@ def test_completion_prompt_for_base_models() -> None:
                                 {"role": "user", "content": "Question: 2+2?"}])
     assert prompt == "Be brief.\n\nQuestion: 2+2?\nAnswer:"
     assert completion_prompt([{"role": "user", "content": "Q: x\nAnswer:"}]) == "Q: x\nAnswer:"
+
+
+LAZY_PANEL = "smollm2-135m,gemma3-270m,extractive"
+_ASK_AND_LIST = """
+import json, sys
+from click.testing import CliRunner
+from trishield.cli import cli
+from trishield.llm.local import loaded_models
+done = CliRunner().invoke(cli, ["ask", sys.argv[1], "--kb", sys.argv[2], "--local", "--json",
+                                "--defense", "full", "--gate", "gated",
+                                "--panel", sys.argv[3], "--second-reader", sys.argv[4]])
+assert done.exit_code == 0, done.output
+print(json.dumps({"loaded": loaded_models(), "answer": json.loads(done.output)}))
+"""
+
+
+def test_a_local_ask_loads_only_the_models_it_asks(smollm_path: Path, demo_kb_template: Path,
+                                                    tmp_path: Path) -> None:
+    """`trishield ask --kb` (no server) with the gated `full` defense: building the panel
+    and the second reader loads no model; the first member is loaded to answer, the other
+    members only if the gate convenes them, the second reader only if it is asked. With an
+    empty response cache every model asked is loaded, and nothing else is."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from trishield.models.gguf import install_gguf
+
+    install_gguf(GGUF_MODELS["gemma3-270m"])
+    environment = dict(os.environ, TRISHIELD_RESPONSE_CACHE=str(tmp_path / "responses"))
+    done = subprocess.run(
+        [sys.executable, "-c", _ASK_AND_LIST, "How many days do customers have to return an "
+         "item?", str(demo_kb_template), LAZY_PANEL, "qwen2.5-0.5b"],
+        capture_output=True, text=True, timeout=600, check=False, env=environment)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    trace = report["answer"]["trace"]
+    asked = {call["model"] for call in trace["calls"] if call["llm"] and not call["cached"]}
+    assert not trace["gate"]["use_panel"], trace["gate"]  # Rings 1-2 saw no risk
+    assert "smollm2-135m" in asked and "gemma3-270m" not in asked
+    assert report["loaded"][0] == "smollm2-135m"
+    # gemma3-270m was built and never loaded; the second reader is loaded iff it was asked
+    assert set(report["loaded"]) == asked

@@ -82,6 +82,38 @@ def test_revoked_key_is_refused_on_the_next_request(served) -> None:
     assert refused.status_code == 401 and "revoked" in refused.json()["error"]
 
 
+def test_a_local_key_is_a_readers_and_honoured_from_loopback_only(served) -> None:
+    """A run's local key (what `trishield serve` writes into its 0600 server file) works
+    from this machine only, and only as the run's own: from another address, or another
+    run's key, it is a 401 that says nothing more."""
+    from trishield.service.local_key import LocalKey
+
+    client, _, _ = served
+    runtime = client.app.state.runtime
+    local, token = LocalKey.issue()
+    _, another_runs = LocalKey.issue()
+
+    def whoami(host: str, key: str):
+        # no `with`: the app's lifespan (which closes the runtime) stays the fixture's
+        peer = TestClient(client.app, client=(host, 40000), raise_server_exceptions=False)
+        return peer.get("/v1/whoami", headers=bearer(key))
+
+    assert whoami("127.0.0.1", token).status_code == 401  # the app issued no local key
+    runtime.local_key = local
+    try:
+        for host in ("127.0.0.1", "127.0.0.53", "::1"):
+            answered = whoami(host, token)
+            assert answered.status_code == 200, (host, answered.text)
+            assert answered.json()["role"] == "reader"
+        for host, key in (("203.0.113.7", token), ("10.0.0.2", token),
+                          ("testclient", token), ("127.0.0.1", another_runs)):
+            refused = whoami(host, key)
+            assert refused.status_code == 401, host
+            assert "invalid local key" in refused.json()["error"]
+    finally:
+        runtime.local_key = None
+
+
 def test_tiers_come_from_the_key_or_a_valid_signature(served, tmp_path: Path) -> None:
     client, keys, kb_dir = served
     pem, public = generate_private_key()

@@ -4,10 +4,14 @@ Ingests the same seeded sample of wiki5k passages (500 by default) into a fresh 
 in three ways, and prints documents/s and chunks/s for each:
 
 * ``one batch``: the whole sample in one transaction, no progress (the HTTP API's write);
-* ``batched``: ``trishield ingest``'s default, committed 200 documents at a time, no bar
-  (a piped or scripted ingest);
+* ``batched``: ``trishield ingest``'s default, a commit about every 30 s (``--commit-every``,
+  batches sized by the measured rate, the first one a single encoder batch: docs/speed.md,
+  "Commits and the ETA"), no bar (a piped or scripted ingest); ``--batch-size N`` commits
+  every N documents instead (the CLI's ``--batch-size``; 200 was the default before the 30 s
+  commits);
 * ``batched + callback``: the same, reporting progress to a callback that draws nothing
-  (what watching costs below the bar: embedding in slices of 256 chunks);
+  (what watching costs below the bar: a call after every encoder batch of 32 chunks and
+  every commit);
 * ``batched + bar``: the same with the CLI's rich progress bar drawn (forced into terminal
   mode and rendered to /dev/null, so its refreshes cost what they cost on a terminal).
 
@@ -44,7 +48,12 @@ def _sample(size: int, seed: int) -> list[Document]:
     return sorted(random.Random(seed).sample(documents, size), key=lambda d: d.id)
 
 
-def _run(documents: list[Document], setting: str, batch_size: int) -> dict[str, float]:
+def _run(documents: list[Document], setting: str, batch_size: int | None,
+         commit_seconds: float) -> dict[str, float]:
+    """One ingest; ``batched`` settings commit every ``batch_size`` documents when it is
+    given, else about every ``commit_seconds`` (the CLI's default)."""
+    batching = ({"batch_size": batch_size} if batch_size is not None
+                else {"commit_seconds": commit_seconds})
     with tempfile.TemporaryDirectory() as directory, \
             KnowledgeBase.open(Path(directory) / "kb", create=True) as kb:
         bar = None
@@ -54,14 +63,15 @@ def _run(documents: list[Document], setting: str, batch_size: int) -> dict[str, 
             with open(os.devnull, "w") as sink:
                 bar = IngestProgressBar(Console(file=sink, force_terminal=True, width=120))
                 with bar.progress:
-                    report = kb.ingest(documents, writer="bench", batch_size=batch_size,
-                                       on_progress=bar.on_progress)
+                    report = kb.ingest(documents, writer="bench", on_progress=bar.on_progress,
+                                       **batching)
         elif setting == "batched + callback":
-            report = kb.ingest(documents, writer="bench", batch_size=batch_size,
-                               on_progress=lambda state: None)
+            report = kb.ingest(documents, writer="bench", on_progress=lambda state: None,
+                               **batching)
+        elif setting == "one batch":
+            report = kb.ingest(documents, writer="bench")
         else:
-            report = kb.ingest(documents, writer="bench",
-                               batch_size=None if setting == "one batch" else batch_size)
+            report = kb.ingest(documents, writer="bench", **batching)
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu
     return {"seconds": wall, "embed_seconds": report.embed_seconds,
@@ -93,23 +103,34 @@ def _bar_cost(seconds: float = 5.0) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--documents", type=int, default=500)
-    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="commit every N documents (default: about every "
+                             "--commit-every seconds, as `trishield ingest` does)")
+    parser.add_argument("--commit-every", type=float, default=30.0,
+                        help="seconds between commits when no --batch-size is given")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     documents = _sample(args.documents, args.seed)
     load_embedder(DEFAULT_EMBEDDING_MODEL)
-    _run(documents[:32], "one batch", args.batch_size)  # warm-up: first encode, thread pools
+    if args.batch_size is not None and args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
+    if args.commit_every <= 0:
+        parser.error("--commit-every must be positive")
+    # warm-up: the first encode, the thread pools
+    _run(documents[:32], "one batch", args.batch_size, args.commit_every)
     settings = ("one batch", "batched", "batched + callback", "batched + bar")
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in settings}
     for repeat in range(args.repeats):
         for name in settings if repeat % 2 == 0 else reversed(settings):
-            runs[name].append(_run(documents, name, args.batch_size))
+            runs[name].append(_run(documents, name, args.batch_size, args.commit_every))
             print(f"  {name:<18} run {repeat + 1}: {runs[name][-1]['seconds']:.1f}s", flush=True)
     load = os.getloadavg()[0]
-    print(f"\n{args.documents} wiki5k passages (seed {args.seed}), batch size "
-          f"{args.batch_size}, {args.repeats} run(s) each, load average {load:.1f} on "
+    batching = (f"{args.batch_size}-document batches" if args.batch_size is not None
+                else f"commits about every {args.commit_every:g} s")
+    print(f"\n{args.documents} wiki5k passages (seed {args.seed}), {batching}, "
+          f"{args.repeats} run(s) each, load average {load:.1f} on "
           f"{os.cpu_count()} CPUs")
     print(f"{'setting':<20}{'seconds':>9}{'docs/s':>9}{'chunks/s':>10}{'batches':>9}"
           f"{'cpu/wall':>10}")
@@ -128,7 +149,8 @@ def main() -> None:
           f"thread {own['refresh_thread_core_share']:.2%} of one core")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"documents": args.documents, "seed": args.seed,
-                                   "batch_size": args.batch_size, "load_average": load,
+                                   "batch_size": args.batch_size,
+                                   "commit_seconds": args.commit_every, "load_average": load,
                                    "settings": summary, "bar_cost": bar_cost,
                                    "batch_cost": batch_cost, "bar_itself": own},
                                   indent=2) + "\n")

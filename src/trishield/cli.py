@@ -20,7 +20,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from trishield import config
-from trishield.cli_choices import BACKEND_CHOICE, DEFENSE_CHOICE, GATE_CHOICE, backend_names
+from trishield.cli_choices import (
+    BACKEND_CHOICE,
+    BENCHMARK_ROW_CHOICE,
+    DEFENSE_CHOICE,
+    GATE_CHOICE,
+    backend_names,
+)
 from trishield.cli_disputes import COMMANDS as DISPUTE_COMMANDS
 from trishield.cli_documents import COMMANDS
 from trishield.errors import KnowledgeBaseError, TriShieldError
@@ -68,8 +74,8 @@ def cli(data_dir: Path | None) -> None:
 kb_or_server_options = [
     click.option("--kb", "kb_dir", type=click.Path(file_okay=False, path_type=Path),
                  help="Knowledge base directory (or --server). When a `trishield serve` of "
-                      "yours runs over it, it answers (the warm path) with the key in "
-                      "--token or $TRISHIELD_API_KEY; --local opens the KB here instead."),
+                      "yours runs over it, it answers (the warm path) with its local key "
+                      "(or --token / $TRISHIELD_API_KEY); --local opens the KB here instead."),
     click.option("--server", "server", metavar="URL",
                  help="Ask a running `trishield serve` at URL instead of opening --kb (the "
                       "warm path: its models and indexes are loaded already)."),
@@ -92,8 +98,9 @@ def _where(kb_dir: Path | None, server: str | None, token: str | None, local: bo
            local_only: str | None = None) -> Path | ServiceClient:
     """The KB directory, or a client of the server: exactly one of --kb and --server. With
     --kb, the server running over it is used when one of this user's is found there
-    (:mod:`trishield.service.discovery`) and a key is at hand, unless --local or a local-only
-    option (``local_only`` names it) says otherwise."""
+    (:mod:`trishield.service.discovery`) with a key: --token, $TRISHIELD_API_KEY, else the
+    run's local key from its server file; unless --local or a local-only option
+    (``local_only`` names it) says otherwise."""
     if (kb_dir is None) == (server is None):
         raise click.UsageError("give exactly one of --kb DIR (a local knowledge base) and "
                                "--server URL (a running `trishield serve`)")
@@ -112,12 +119,15 @@ def _where(kb_dir: Path | None, server: str | None, token: str | None, local: bo
     if running is None:
         return kb_dir
     key = token if token is not None else os.environ.get(TOKEN_ENV)
+    how = "" if key else " with its local key"
+    key = key or running.local_key
     if not key:
-        errors.print(f"[dim]a server runs over {escape(str(kb_dir))} at {running.url}; set "
-                     f"${TOKEN_ENV} (or --token) to use it, --local to silence this[/]")
+        errors.print(f"[dim]a server runs over {escape(str(kb_dir))} at {running.url} "
+                     f"without a local key; set ${TOKEN_ENV} (or --token) to use it, --local "
+                     "to silence this[/]")
         return kb_dir
-    errors.print(f"[dim]answered by the server at {running.url} (--local to open the KB "
-                 "here)[/]")
+    errors.print(f"[dim]answered by the server at {running.url}{how} (--local to open the "
+                 "KB here)[/]")
     return ServiceClient(running.url, key)
 
 
@@ -165,7 +175,8 @@ def _results_table(query: str, backend: str, results: list[dict]) -> Table:
 @click.option("--defense", type=DEFENSE_CHOICE,
               default="full", show_default=True, help="How much of TriShield runs.")
 @click.option("--backend", type=BACKEND_CHOICE,
-              help="Retrieval backend (default: the config file's, else dense).")
+              help="Retrieval backend (default: the config file's [retrieval] backend, "
+                   "hybrid unless set).")
 @click.option("--panel", "panel_option", help="Comma-separated panel members, e.g. "
               "qwen2.5-0.5b,gemma3-270m,extractive (default: the config file's; with "
               "--server, names from the server's GET /v1/panel).")
@@ -349,8 +360,8 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path),
               help="The answer checkpoint to resume and append to (default: one per "
                    "configuration in the work dir): carry it to another machine to go on.")
-@click.option("--defense", "defenses", multiple=True, metavar="NAME",
-              help="Repeatable; default every defense (see the README's list).")
+@click.option("--defense", "defenses", multiple=True, type=BENCHMARK_ROW_CHOICE,
+              help="A row of the matrix; repeatable; default every row.")
 @click.option("--panel", "panel_option", help="Comma-separated panel members.")
 @second_reader_option
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
@@ -468,6 +479,9 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint:
               envvar="TRISHIELD_OTEL", default="off", show_default=True,
               help="OpenTelemetry spans per ask and stage: to stderr (console) or OTLP/HTTP "
                    "(OTEL_EXPORTER_OTLP_ENDPOINT); default $TRISHIELD_OTEL, else off.")
+@click.option("--no-local-key", "no_local_key", is_flag=True,
+              help="Issue no local key: this user's `ask`/`search --kb` then need an API key "
+                   "to use the server (docs/service.md, \"The warm path\").")
 @config_option
 def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_concurrent_asks: int, panel_option: str | None,
@@ -476,7 +490,7 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
           max_connections: int | None, header_timeout: float | None,
           body_timeout: float | None, asks_per_key: int | None,
           searches_per_key: int | None, ask_queue: int | None,
-          log_level: str, otel: str, config_file: Path | None) -> None:
+          log_level: str, otel: str, no_local_key: bool, config_file: Path | None) -> None:
     """Serve the HTTP API, /metrics and the trace viewer over --kb (created if missing).
 
     Connection and per-key limits come from the config file's [service] section, each
@@ -505,7 +519,8 @@ def serve(kb_dir: Path, host: str, port: int, max_body_bytes: int, workers: int,
                              write_backlog=write_backlog, lock_timeout_s=lock_timeout,
                              write_time_limit_s=write_time_limit,
                              telemetry=exporter_setting(otel)),
-               host=host, port=port, log_level=log_level, console=errors)
+               host=host, port=port, log_level=log_level, console=errors,
+               local_key=not no_local_key)
 
 
 @cli.group()

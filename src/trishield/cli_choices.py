@@ -50,6 +50,15 @@ def gate_modes() -> tuple[str, ...]:
     return GATE_MODES
 
 
+def benchmark_rows() -> tuple[str, ...]:
+    """``eval poisonedrag --defense``: the matrix's rows (TriShield's settings and the
+    baselines it compares)."""
+    from trishield.eval.poisonedrag.defenses import DEFENSES
+
+    return DEFENSES
+
+
 DEFENSE_CHOICE = LazyChoice(defense_names)
+BENCHMARK_ROW_CHOICE = LazyChoice(benchmark_rows)
 BACKEND_CHOICE = LazyChoice(backend_names)
 GATE_CHOICE = LazyChoice(gate_modes)

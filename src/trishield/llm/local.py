@@ -50,6 +50,8 @@ class _Loaded:
     seconds: float
     api_key: str = ""
     """The listener's key (:func:`_start_server`): only this process's tokenizer calls use it."""
+    name: str = ""
+    """The registry name, else the file's name (what :func:`loaded_models` reports)."""
 
 
 _SERVERS: dict[tuple[str, int, int], _Loaded] = {}
@@ -92,8 +94,17 @@ def loaded_server(resolved: ResolvedGGUF, n_ctx: int, n_threads: int) -> _Loaded
             api_key = secrets.token_hex(32)
             server = _start_server(resolved.path, n_ctx, n_threads, api_key)
             _SERVERS[key] = _Loaded(server, threading.Lock(), time.perf_counter() - started,
-                                    api_key)
+                                    api_key, resolved.model.name if resolved.model is not None
+                                    else resolved.path.name)
         return _SERVERS[key]
+
+
+def loaded_models() -> list[str]:
+    """The local models this process has loaded so far, in load order (registry names, else
+    file names). A panel member is loaded when it is first asked, not when it is built: a
+    question the gate lets one model answer loads that model alone (docs/speed.md)."""
+    with _SERVERS_LOCK:
+        return [loaded.name for loaded in _SERVERS.values()]
 
 
 def unload_all() -> None:

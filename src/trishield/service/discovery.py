@@ -1,9 +1,11 @@
 """How ``trishield ask/search --kb DIR`` finds a ``trishield serve`` running over DIR.
 
 A server writes :data:`SERVER_FILE` into the KB directory once its port is open: its URL,
-process id and user id, readable by its user only (mode 0600), and removes it when it stops.
-The CLI uses the server (the warm path: models and indexes loaded) when the file is there
-and trustworthy, and opens the KB itself otherwise:
+process id, user id and this run's local key (a reader's, :mod:`trishield.service.local_key`),
+readable by its user only (mode 0600), and removes it when it stops. The CLI uses the server
+(the warm path: models and indexes loaded) when the file is there and trustworthy, with the
+local key unless ``--token``/``$TRISHIELD_API_KEY`` names another, and opens the KB itself
+otherwise:
 
 * the file must be a regular file owned by the caller's user, with no group or other
   permission bits, naming the caller's user id: a server of another user is never used
@@ -11,6 +13,10 @@ and trustworthy, and opens the KB itself otherwise:
 * its process must be alive (a server killed without its shutdown leaves a stale file,
   which is ignored) and its URL must be a loopback http URL;
 * ``/healthz`` must answer within :data:`PROBE_TIMEOUT_S`.
+
+The key is written only after the file is known to be the server user's alone (its mode read
+back from the open descriptor): on a file system that ignores ``chmod`` the file says where
+the server is, never its key (and the CLI, seeing the permissions, ignores it anyway).
 
 Nothing here imports the server's stack (FastAPI, uvicorn): the CLI reads and probes the
 file with the standard library and httpx.
@@ -21,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import tempfile
 import time
@@ -30,6 +37,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 SERVER_FILE = ".trishield-serve.json"
+LOCAL_TOKEN_PREFIX = "tsl"
+LOCAL_TOKEN = re.compile(rf"^{LOCAL_TOKEN_PREFIX}_[A-Za-z0-9_-]{{43}}$")
+"""The form of a run's local key (:mod:`trishield.service.local_key` issues them): defined
+here so that the CLI checks what it reads without importing the key store."""
 PROBE_TIMEOUT_S = 1.0
 """A local server answers /healthz in milliseconds; a busy machine gets a second."""
 
@@ -40,6 +51,8 @@ class RunningServer:
 
     url: str
     pid: int
+    local_key: str | None = None
+    """The run's local key (a reader's), or ``None`` when the server issued none."""
 
 
 def url_for(host: str, port: int) -> str:
@@ -49,13 +62,17 @@ def url_for(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def announce(kb_dir: Path, url: str) -> Path:
-    """Write the server file of ``kb_dir`` atomically, mode 0600 from its creation."""
+def announce(kb_dir: Path, url: str, local_key: str | None = None) -> Path:
+    """Write the server file of ``kb_dir`` atomically, mode 0600 from its creation;
+    ``local_key`` only if the file is then this user's alone (see the module docstring)."""
     path = kb_dir / SERVER_FILE
-    record = {"url": url, "pid": os.getpid(), "uid": os.getuid(), "started_at": time.time()}
+    record: dict[str, object] = {"url": url, "pid": os.getpid(), "uid": os.getuid(),
+                                 "started_at": time.time()}
     descriptor, scratch = tempfile.mkstemp(dir=kb_dir, prefix=".serve-", suffix=".tmp")
     try:
         os.fchmod(descriptor, 0o600)
+        if local_key is not None and _private(os.fstat(descriptor)):
+            record["local_key"] = local_key
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(record, handle)
         os.replace(scratch, path)
@@ -81,17 +98,19 @@ def find(kb_dir: Path) -> RunningServer | None:
     record = _read(kb_dir / SERVER_FILE)
     if record is None or record.get("uid") != os.getuid():
         return None
-    pid, url = record.get("pid"), record.get("url")
+    pid, url, key = record.get("pid"), record.get("url"), record.get("local_key")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 \
             or not isinstance(url, str) or not _loopback(url) or not _alive(pid):
         return None
+    if not (isinstance(key, str) and LOCAL_TOKEN.match(key)):
+        key = None
     import httpx
 
     try:
         healthy = httpx.get(f"{url}/healthz", timeout=PROBE_TIMEOUT_S).status_code == 200
     except httpx.HTTPError:
         return None
-    return RunningServer(url, pid) if healthy else None
+    return RunningServer(url, pid, key) if healthy else None
 
 
 def _read(path: Path) -> dict | None:
@@ -103,14 +122,19 @@ def _read(path: Path) -> dict | None:
         return None
     with os.fdopen(descriptor, "rb") as handle:
         info = os.fstat(handle.fileno())
-        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid()
-                or info.st_mode & 0o077 or info.st_size > 4096):
+        if not _private(info) or info.st_size > 4096:
             return None
         try:
             record = json.loads(handle.read())
         except (ValueError, UnicodeDecodeError):
             return None
     return record if isinstance(record, dict) else None
+
+
+def _private(info: os.stat_result) -> bool:
+    """A regular file of this user that no group or other user may read or write."""
+    return (stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid()
+            and not info.st_mode & 0o077)
 
 
 def _loopback(url: str) -> bool:

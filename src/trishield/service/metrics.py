@@ -47,6 +47,9 @@ class ServiceMetrics:
         self.auth_failures = Counter("trishield_auth_failures",
                                      "Requests refused for credentials (401) or role (403)",
                                      ["status"], registry=r)
+        self.local_key_requests = Counter(
+            "trishield_local_key_requests", "Requests authenticated with the run's local key "
+            "(the same user's `ask`/`search --kb` through the server file)", registry=r)
         self.asks_in_flight = Gauge("trishield_asks_in_flight",
                                     "Asks inside the pipeline now", registry=r)
         self.asks_refused = Counter("trishield_asks_refused",

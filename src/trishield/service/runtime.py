@@ -48,6 +48,7 @@ from trishield.pipeline import Pipeline
 from trishield.provenance.keys import KeyStore
 from trishield.rings.analysis import DEFAULT_ANALYSER
 from trishield.service.fairness import AskGate, KeyOverShare, KeyShare, Slot
+from trishield.service.local_key import LocalKey
 from trishield.service.metrics import ServiceMetrics
 from trishield.service.writes import WriteQueue
 from trishield.settings import Settings
@@ -140,6 +141,9 @@ class Runtime:
                                          write_time_limit=config.write_time_limit_s)
         self.read_only = self.writer.read_only
         self.keys = KeyStore(config.kb_dir)
+        self.local_key: LocalKey | None = None
+        """This run's local key (:mod:`trishield.service.local_key`), set by ``trishield
+        serve`` when it issues one; an app built otherwise honours API keys only."""
         self._write_lock = threading.Lock()
         self.writes = WriteQueue(backlog=config.write_backlog, wait_s=config.write_wait_s)
         self._handles: queue.Queue[KnowledgeBase] = queue.Queue()

@@ -24,6 +24,7 @@ from trishield.service.connections import (
     raise_descriptor_limit,
 )
 from trishield.service.discovery import announce, url_for, withdraw
+from trishield.service.local_key import LocalKey
 from trishield.service.runtime import Runtime, ServiceConfig, freeze_startup_heap
 
 STARTUP_FAILURE = 3
@@ -34,15 +35,20 @@ MAX_HEADER_BYTES = 64 * 1024
 
 
 def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info",
-          console: Console | None = None) -> None:
+          console: Console | None = None, local_key: bool = True) -> None:
     """Serve ``config`` until stopped. The connection bound is worked out from the open-files
-    limit before anything is loaded, so a limit too small fails at once."""
+    limit before anything is loaded, so a limit too small fails at once. ``local_key``: issue
+    this run's local key (a reader's, in the 0600 server file: :mod:`.local_key`), so that
+    the same user's ``ask``/``search --kb`` need no API key."""
     descriptors = raise_descriptor_limit()
     backlog = listen_backlog(descriptors)
     limits = config.settings.service
     max_connections = connection_bound(limits.max_connections, descriptors=descriptors,
                                        backlog=backlog, handles=config.workers + 2)
     runtime = Runtime(config)
+    token = None
+    if local_key:
+        runtime.local_key, token = LocalKey.issue()
     runtime.warm_up()
     freeze_startup_heap()  # after start-up: no full collection walks it again
     app = create_app(config, runtime=runtime)
@@ -61,8 +67,12 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
                       f"within {limits.header_timeout_s:g} s, body within "
                       f"{limits.body_timeout_s:g} s; {config.max_concurrent_asks} asks at "
                       f"once, {limits.asks_per_key} per key, {limits.ask_queue} waiting")
+        if runtime.local_key is not None:
+            console.print(f"local key {runtime.local_key.identity.key_id} (reader, this user "
+                          f"only, loopback only): `trishield ask/search --kb "
+                          f"{config.kb_dir}` use this server without an API key")
         if not keys:
-            console.print("[yellow]no API keys yet:[/] every /v1 request will get 401; "
+            console.print("[yellow]no API keys yet:[/] other /v1 requests will get 401; "
                           f"create one with `trishield keys create NAME --role admin "
                           f"--kb {config.kb_dir}`")
     server_config = uvicorn.Config(
@@ -78,7 +88,7 @@ def serve(config: ServiceConfig, *, host: str, port: int, log_level: str = "info
         # a KB served read-only (a read-only mount, another user's directory) still serves:
         # only the warm path of `trishield ask/search --kb` is off, and the operator is told
         try:
-            announce(config.kb_dir, url_for(host, bound))
+            announce(config.kb_dir, url_for(host, bound), token)
         except OSError as error:
             console.print(f"[yellow]cannot write the server file in {config.kb_dir}[/] "
                           f"({error.strerror or error}): `trishield ask/search --kb` will not "
