@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from interleaved import ask_in_turn, timing
 from trishield.defenses.retrievers import KBRetriever
 from trishield.eval.metrics import answer_quality
 from trishield.eval.poisonedrag import knowledge_bases as kbs
@@ -58,18 +58,17 @@ def ask_interleaved(kb: KnowledgeBase, questions: Sequence[Question], defenses: 
         panel = [build_reader(spec, cache=cache) for spec in panel_specs]
         second = build_reader(second_reader, cache=cache) if second_reader else None
         askers[defense] = make_asker(defense, retriever, panel, config, second_reader=second)
-    records: dict[str, list[dict]] = {d: [] for d in defenses}
-    for number, question in enumerate(questions):
-        order = list(defenses) if number % 2 == 0 else list(reversed(defenses))
-        for defense in order:
-            started = time.perf_counter()
-            record = extract(askers[defense](question.text), k=K)
-            record["seconds"] = time.perf_counter() - started
-            record["question"] = question.id
-            records[defense].append(record)
+
+    def asker(defense: str) -> Callable[[Question], dict]:
+        def ask(question: Question) -> dict:
+            return extract(askers[defense](question.text), k=K) | {"question": question.id}
+        return ask
+
+    def show(number: int, records: Mapping[str, list[dict]]) -> None:
         print(f"  {number + 1}/{len(questions)} " + "  ".join(
             f"{d}: {records[d][-1]['answer']!r:.40}" for d in defenses), flush=True)
-    return records
+
+    return ask_in_turn(questions, {d: asker(d) for d in defenses}, on_question=show)
 
 
 def summarise(questions: Sequence[Question], records: Sequence[dict]) -> dict:
@@ -84,21 +83,6 @@ def summarise(questions: Sequence[Question], records: Sequence[dict]) -> dict:
             "false_refusal_rate": round(refused / max(1, len(records)), 3),
             "llm_calls_per_question": round(sum(r["llm_calls"] for r in records)
                                             / max(1, len(records)), 3)}
-
-
-def timing(records: dict[str, list[dict]], baseline: str) -> dict:
-    """Seconds per question on the questions no defense answered from cache, and each
-    defense's ratio to ``baseline`` over exactly those questions."""
-    defenses = list(records)
-    fresh = [i for i in range(len(records[baseline]))
-             if all(records[d][i]["llm_calls_uncached"] == records[d][i]["llm_calls"]
-                    for d in defenses)]
-    seconds = {d: sum(records[d][i]["seconds"] for i in fresh) for d in defenses}
-    return {"timed_questions": len(fresh),
-            "seconds_per_question": {d: round(s / max(1, len(fresh)), 2)
-                                     for d, s in seconds.items()},
-            "ratio_to_" + baseline: {d: round(s / seconds[baseline], 3) if seconds[baseline]
-                                     else None for d, s in seconds.items()}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,7 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 second_reader=args.second_reader if args.second_reader != "none" else None,
                 backend=args.backend, cache_dir=args.cache_dir or args.work_dir / "benign-cache")
             row = {d: summarise(questions, records[d]) for d in defenses}
-            row["timing"] = timing(records, defenses[0])
+            row["timing"] = timing(records, defenses[0],
+                                   lambda r: r["llm_calls_uncached"] == r["llm_calls"])
             row["records"] = {d: [{k: r[k] for k in ("question", "answer", "refused", "reason",
                                                       "llm_calls")} for r in records[d]]
                               for d in defenses}

@@ -28,9 +28,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from interleaved import ask_in_turn, timing
 from trishield.api import defend
 from trishield.errors import TriShieldError
 from trishield.eval.docqa import DocQuestion, build_corpus, is_correct, load_questions
@@ -110,24 +111,20 @@ def answers(kb: KnowledgeBase, questions: Sequence[DocQuestion], defenses: Seque
                   else None)
         shields[defense] = defend(kb, defense, panel=panel if defense != "none" else panel[:1],
                                   settings=settings, second_reader=second)
-    rows: dict[str, list[dict]] = {d: [] for d in defenses}
-    seconds: dict[str, list[float]] = {d: [] for d in defenses}
-    for number, question in enumerate(questions):
-        for defense in defenses if number % 2 == 0 else list(reversed(defenses)):
-            started = time.perf_counter()
+
+    def asker(defense: str) -> Callable[[DocQuestion], dict]:
+        def ask(question: DocQuestion) -> dict:
             try:
                 answer = shields[defense].ask(question.question)
             except TriShieldError as error:
-                rows[defense].append({"id": question.id,
-                                      "error": f"{type(error).__name__}: {error}"})
-                seconds[defense].append(time.perf_counter() - started)
-                continue
-            seconds[defense].append(time.perf_counter() - started)
-            rows[defense].append({
-                "id": question.id, "answer": answer.answer, "refused": answer.refused,
-                "correct": bool(answer.answer) and is_correct(answer.answer, question),
-                "llm_calls": answer.trace.llm_calls,
-                "cached_calls": answer.trace.llm_calls_cached, "reason": answer.reason})
+                return {"id": question.id, "error": f"{type(error).__name__}: {error}"}
+            return {"id": question.id, "answer": answer.answer, "refused": answer.refused,
+                    "correct": bool(answer.answer) and is_correct(answer.answer, question),
+                    "llm_calls": answer.trace.llm_calls,
+                    "cached_calls": answer.trace.llm_calls_cached, "reason": answer.reason}
+        return ask
+
+    rows = ask_in_turn(questions, {defense: asker(defense) for defense in defenses})
     summaries = []
     for defense in defenses:
         counted = [r for r in rows[defense] if "error" not in r]
@@ -142,15 +139,10 @@ def answers(kb: KnowledgeBase, questions: Sequence[DocQuestion], defenses: Seque
             "llm_calls_per_question": round(sum(r["llm_calls"] + r["cached_calls"]
                                                 for r in counted) / max(1, len(counted)), 3),
             "records": rows[defense]})
-    fresh = [i for i in range(len(questions))
-             if all(rows[d][i].get("cached_calls", 0) == 0 for d in defenses)]
-    spent = {d: sum(seconds[d][i] for i in fresh) for d in defenses}
-    timing = {"reader": reader, "timed_questions": len(fresh),
-              "seconds_per_question": {d: round(spent[d] / max(1, len(fresh)), 2)
-                                       for d in defenses},
-              f"ratio_to_{defenses[0]}": {d: round(spent[d] / spent[defenses[0]], 3)
-                                          if spent[defenses[0]] else None for d in defenses}}
-    return summaries, timing
+    timed = timing(rows, defenses[0], lambda row: row.get("cached_calls", 0) == 0)
+    for row in (row for defense in defenses for row in rows[defense]):
+        row.pop("seconds")  # timings live apart from the counts (they differ run to run)
+    return summaries, {"reader": reader, **timed}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -202,20 +194,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         results, timings = [], []
         with open_kb(args.work_dir, corpus, args.answer_chunking) as kb:
             for reader in args.readers:
-                summaries, timing = answers(kb, questions, args.defenses, reader, args.backend,
+                summaries, timed = answers(kb, questions, args.defenses, reader, args.backend,
                                             args.work_dir / "response-cache")
                 results.extend(summaries)
-                timings.append(timing)
-                ratios = timing[f"ratio_to_{args.defenses[0]}"]
+                timings.append(timed)
+                ratios = timed[f"ratio_to_{args.defenses[0]}"]
                 for summary in summaries:
                     defense = summary["defense"]
                     print(f"answers   {defense:6s} {reader:14s} {summary['correct']:3d}/"
                           f"{summary['questions']:<3d} acc {summary['accuracy']:.3f} refused "
                           f"{summary['refused']:3d} errors {summary['errors']} calls/q "
                           f"{summary['llm_calls_per_question']:.2f} "
-                          f"{timing['seconds_per_question'][defense]:.1f} s/q "
+                          f"{timed['seconds_per_question'][defense]:.1f} s/q "
                           f"(x{ratios[defense]} of {args.defenses[0]} on "
-                          f"{timing['timed_questions']} fresh questions)", flush=True)
+                          f"{timed['timed_questions']} fresh questions)", flush=True)
         figures["answers"] = results
         figures["timings"] = timings
     out = args.out or args.work_dir / "docqa.json"
