@@ -9,7 +9,9 @@ STAMP := $(VENV)/.trishield-installed
 DEV_STAMP := $(VENV)/.trishield-dev-installed
 # torch's CPU build; the plain `torch` requirement would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
-PYTEST_ARGS ?=
+# The suite on one process per CPU, at most 4 (each loads its own models: ~2 GB): on 2 cores
+# it takes about half the wall time of one process. PYTEST_ARGS= runs it on one.
+PYTEST_ARGS ?= --numprocesses=auto --maxprocesses=4
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 

@@ -7,8 +7,9 @@ that module alone, not numpy, the indexes and the store, which the CLI's start-u
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trishield.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from trishield.kb.chunking import ChunkingConfig, chunk_document
@@ -30,22 +31,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "trishield.kb.indexes.retrieval": ("BACKENDS", "Candidate"),
     "trishield.kb.screening": ("Screener", "ScreeningVerdict"),
 }
-_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from its module on first use and kept."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trishield.kb' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
-
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, globals())
 
 __all__ = [
     "BACKENDS",

@@ -159,7 +159,22 @@ def _encode_sorted(texts: Sequence[str], batch_size: int, dimension: int,
     return vectors
 
 
-class Embedder:
+class _LoadedEmbedder:
+    """What both runtimes share: the verified model they were loaded from, its name and
+    dimension (the KB records both, so a KB is never searched with another model's vectors)."""
+
+    model: EmbeddingModel
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def dimension(self) -> int:
+        return self.model.dimension
+
+
+class Embedder(_LoadedEmbedder):
     """Turns texts into L2-normalised float32 vectors, so inner product is cosine similarity
     (sentence-transformers on torch)."""
 
@@ -174,14 +189,6 @@ class Embedder:
         verify(folder / model.pinned_file, model.sha256, what=model.name)
         self.model = model
         self._encoder = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
-
-    @property
-    def name(self) -> str:
-        return self.model.name
-
-    @property
-    def dimension(self) -> int:
-        return self.model.dimension
 
     @property
     def sentence_transformer(self):  # a SentenceTransformer (torch is imported lazily)
@@ -224,7 +231,7 @@ def one_thread() -> Iterator[None]:
             torch.set_num_threads(previous)
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(_LoadedEmbedder):
     """The same interface on ONNX Runtime: a hash-pinned graph that returns token states,
     the model's own tokenizer (hash-pinned too), mean pooling over real tokens, L2 norm."""
 
@@ -257,14 +264,6 @@ class OnnxEmbedder:
         self._tokenizer = Tokenizer.from_file(str(vocabulary))
         self._tokenizer.no_padding()  # batches are padded here, with an attention mask
         self._tokenizer.enable_truncation(model.max_tokens)
-
-    @property
-    def name(self) -> str:
-        return self.model.name
-
-    @property
-    def dimension(self) -> int:
-        return self.model.dimension
 
     @property
     def sentence_transformer(self):
