@@ -56,6 +56,17 @@ def test_time_plan_asks_every_timed_condition_of_the_four_defenses() -> None:
         Condition("x", "diverse", "untrusted", writers="farming")
 
 
+def test_a_run_may_ask_only_some_timed_conditions() -> None:
+    """``--time-block``: the chosen conditions beside the clean floor; a name that is not a
+    timed condition is refused with the ones that are."""
+    blocks = time_plan(TIME_DEFENSES, Sizes(), only=["silencing", "attacker-first/week"])
+    assert [b.name for b in blocks] == ["benign-targets", "attacker-first/week", "silencing"]
+    with pytest.raises(InputError, match="unknown timed condition farmin; choose from"):
+        time_plan(TIME_DEFENSES, Sizes(), only=["farmin"])
+    with pytest.raises(InputError, match="unknown timed condition"):
+        time_plan(TIME_DEFENSES, Sizes(), only=[])
+
+
 @pytest.mark.slow
 def test_every_poisoned_kb_is_written_a_year_after_its_base(tmp_path: Path) -> None:
     targets = TARGETS[:2]
@@ -153,7 +164,8 @@ def test_time_conditions_run_through_the_cli_with_the_extractive_reader(
                                                                 Sizes(adaptive=1))}
     silencing = report["results"]["silencing"]["full-gated"]
     assert "kept_of_clean_correct" in silencing and isinstance(silencing["silenced"], list)
-    with pytest.raises(subprocess.CalledProcessError):
-        subprocess.run([sys.executable, "-m", "trishield.cli", "eval", "poisonedrag",
-                        "--out", str(tmp_path / "x"), "--time-targets", "2"],
-                       capture_output=True, check=True, timeout=120)
+    for flags in (["--time-targets", "2"], ["--time-block", "farming"]):
+        refused = subprocess.run([sys.executable, "-m", "trishield.cli", "eval", "poisonedrag",
+                                  "--out", str(tmp_path / "x"), *flags],
+                                 capture_output=True, text=True, check=False, timeout=120)
+        assert refused.returncode == 2 and "need --time-conditions" in refused.stderr

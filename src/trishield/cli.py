@@ -375,12 +375,15 @@ def eval_safety(out_dir: Path, work_dir: Path, backends: tuple[str, ...],
                    "the base KB a year old (docs/benchmarks.md, \"Time stood\").")
 @click.option("--time-targets", type=click.IntRange(1, 100),
               help="With --time-conditions: targets per block (default 50; --quick 1).")
+@click.option("--time-block", "time_blocks", multiple=True, metavar="NAME",
+              help="With --time-conditions: ask only this timed condition (repeatable; "
+                   "e.g. attacker-first/minutes, farming, silencing); default every one.")
 @json_option
 def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint: Path | None,
                      defenses: tuple[str, ...], panel_option: str | None,
                      second_reader_option: str | None, seed: int, quick: bool,
                      report_only: bool, time_conditions: bool, time_targets: int | None,
-                     json_output: bool) -> None:
+                     time_blocks: tuple[str, ...], json_output: bool) -> None:
     """PoisonedRAG-NQ on a Wikipedia KB: attack families x defenses, baselines and peers."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -394,8 +397,8 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint:
         second_reader_choice,
     )
 
-    if time_targets is not None and not time_conditions:
-        raise click.UsageError("--time-targets needs --time-conditions")
+    if (time_targets is not None or time_blocks) and not time_conditions:
+        raise click.UsageError("--time-targets and --time-block need --time-conditions")
     chosen = validate(defenses) if defenses else DEFENSES
     second = second_reader_choice(second_reader_option, panel_given=bool(panel_option),
                                   configured=DEFAULT_SECOND_READER)
@@ -411,7 +414,8 @@ def eval_poisonedrag(out_dir: Path, kb_profile: str, work_dir: Path, checkpoint:
             defenses=chosen,
             panel=tuple(parse_panel_option(panel_option)) if panel_option else FAST_PANEL,
             second_reader=second, seed=seed, quick=quick, report_only=report_only,
-            time_conditions=time_conditions, time_targets=time_targets, progress=progress,
+            time_conditions=time_conditions, time_targets=time_targets,
+            time_blocks=time_blocks or None, progress=progress,
             say=lambda message: bar.console.print(f"[dim]{escape(message)}[/]"))
         payload = run_poisonedrag(options)
     if json_output:

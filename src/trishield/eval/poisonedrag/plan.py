@@ -22,6 +22,7 @@ so an interrupted run has its most important rows first."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trishield.errors import InputError
@@ -193,16 +194,26 @@ def time_conditions() -> list[Condition]:
             Condition("silencing", SILENCING_FAMILY, writers="sybil")]
 
 
-def time_plan(defenses: tuple[str, ...] = TIME_DEFENSES, sizes: Sizes = Sizes()
-              ) -> list[Block]:
+def time_plan(defenses: tuple[str, ...] = TIME_DEFENSES, sizes: Sizes = Sizes(),
+              only: Sequence[str] | None = None) -> list[Block]:
     """``--time-conditions``: the clean target questions (the floor each block's clean
-    accuracy is read against) and every timed condition on ``sizes.adaptive`` targets."""
+    accuracy is read against) and every timed condition on ``sizes.adaptive`` targets, or
+    the conditions named in ``only`` (``--time-block``: farming's KBs alone embed 50,000
+    filler paragraphs, so a run may leave it for another day)."""
     validate(defenses)
     if not defenses:
         raise InputError("no defense selected")
+    conditions = time_conditions()
+    if only is not None:
+        known = [c.name for c in conditions]
+        unknown = sorted(set(only) - set(known))
+        if unknown or not only:
+            raise InputError(f"unknown timed condition {', '.join(unknown) or '(none given)'};"
+                             f" choose from {', '.join(known)}")
+        conditions = [c for c in conditions if c.name in only]
     blocks = [Block("benign-targets", "benign-targets", None, defenses, sizes.adaptive,
                     sizes.caps)]
-    for condition in time_conditions():
+    for condition in conditions:
         chosen = (defenses if condition.provenance == "neutral"
                   else tuple(d for d in defenses if d in PROVENANCE_AWARE or d == "none"))
         blocks.append(Block(condition.name, "targets", condition, chosen, sizes.adaptive,

@@ -87,6 +87,8 @@ class PoisonedRAGOptions:
     first and when, farming, insider, silencing), each on ``sizes.adaptive`` targets."""
     time_targets: int | None = None
     """With ``time_conditions``: the targets per block (default ``sizes.adaptive``)."""
+    time_blocks: tuple[str, ...] | None = None
+    """With ``time_conditions``: the timed conditions to ask (default every one)."""
     progress: Progress = field(default=lambda done, total, label: None)
     say: Callable[[str], None] = field(default=lambda message: None)
 
@@ -155,7 +157,8 @@ def run_poisonedrag(options: PoisonedRAGOptions) -> dict[str, Any]:
                                                      adaptive=options.time_targets))
     config = _config(options)
     fingerprint = _fingerprint(options, config)
-    blocks = (time_plan(options.defenses, options.sizes) if options.time_conditions
+    blocks = (time_plan(options.defenses, options.sizes, options.time_blocks)
+              if options.time_conditions
               else full_plan(options.defenses, options.sizes, quick=options.quick))
     targets = load_targets()
     order = seeded_order(targets, options.seed)
