@@ -208,7 +208,12 @@ class PanelConsensus:
                 claims[stated[0]].extend(source.members)
             elif not stated:
                 unheard.append(source)
-        claims = answers_only(claims, question, evidence)
+        answering = answers_only(claims, question, evidence)
+        if (overruled := _filtered_winner(claims, answering, question, evidence)) is not None:
+            record_verdict(run, evidence, overruled)
+            result = ConsensusResult(None, True, overruled.reason, rounds)
+            return self._finish(run, result, [], escalated=escalated)
+        claims = answering
         # silence is not opposition: only a side with a passage about the question that
         # gives an answer of the asked type (which its reader did not read) stands against
         silent = [source for source in silent
@@ -288,6 +293,36 @@ def answers_only(claims: dict[str, list[int]], question: str,
         return typed
     return {label: members for label, members in typed.items()
             if any(evidence.about(i) for i in members)} or typed
+
+
+def _filtered_winner(claims: dict[str, list[int]], answering: dict[str, list[int]],
+                     question: str, evidence: Evidence) -> Verdict | None:
+    """A conflict when :func:`answers_only` dropped, for its words, the claim of the asked
+    type that would have won the weighing: a title, or a reading of passages that share too
+    few of the question's words, is never the answer, but it does not leave its rival
+    unopposed either. (A claim of another type, a sentence about leave for "which year", is
+    no answer whoever gives it, and is simply dropped.)
+
+    Why: those two filters read words, and a poison is written to pass them (it echoes the
+    question, and its lie is never a heading), while a true passage often uses other words
+    ("singer" for "sings") or is the article the answer names ("Tiber"). Dropping the
+    year-old truth as "not about the question" left five new poisons unopposed: the matrix's
+    claim-only, split-claim, diverse and refute families rose from ASR 0.00 to 0.24-0.30
+    under ``full-gated`` (docs/decisions.md, D38). A dropped claim that would only have
+    conflicted is noise, and the filters still clear it."""
+    typed = {label: members for label, members in claims.items()
+             if answers_as_asked(label, question)}
+    if len(typed) < 2 or not answering or set(typed) <= set(answering):
+        return None
+    everything = evidence.judge(typed)
+    if everything.support.label in answering or everything.outcome == "conflict":
+        return None
+    kept = evidence.judge(answering).support
+    dropped = everything.support
+    return Verdict("conflict", f"conflicting sources: {dropped.label!r} (weight "
+                   f"{dropped.weight:.2f}, {dropped.top_tier}) outweighs {kept.label!r} but "
+                   "is not read as an answer (a title, or passages that share too few of the "
+                   "question's words); neither is given", dropped, kept)
 
 
 def unread_support(evidence: Evidence, result: ConsensusResult,
