@@ -14,6 +14,7 @@ from trishield.answers import contains_answer, normalize_answer, same_answer
 from trishield.defenses.disputes import note_dispute
 from trishield.llm.base import Reader, ReaderAnswer
 from trishield.rings.claim_rules import answers_as_asked
+from trishield.rings.claims import SPAN_KINDS, answer_type, spans_in
 from trishield.rings.consensus import (
     Consensus,
     ConsensusConfig,
@@ -295,13 +296,21 @@ def answers_only(claims: dict[str, list[int]], question: str,
             if any(evidence.about(i) for i in members)} or typed
 
 
+SHORT_ANSWER_WORDS = 6
+"""A claim of at most this many words is a candidate answer ("Yunus", "malware", "a limited
+period of time"); a longer one is a sentence, a candidate only through the names, numbers or
+dates it holds (as :func:`~trishield.rings.evidence.answer_states` reads one)."""
+
+
 def _filtered_winner(claims: dict[str, list[int]], answering: dict[str, list[int]],
                      question: str, evidence: Evidence) -> Verdict | None:
     """A conflict when :func:`answers_only` dropped, for its words, the claim of the asked
     type that would have won the weighing: a title, or a reading of passages that share too
     few of the question's words, is never the answer, but it does not leave its rival
-    unopposed either. (A claim of another type, a sentence about leave for "which year", is
-    no answer whoever gives it, and is simply dropped.)
+    unopposed either. A claim of another type (a sentence about leave for "which year"), or a
+    sentence (more than :data:`SHORT_ANSWER_WORDS` words) holding no candidate of the asked
+    kind (the extractive reader's best sentence of a warranty page, asked who designed a
+    bridge), is no answer whoever gives it, and is simply dropped.
 
     Why: those two filters read words, and a poison is written to pass them (it echoes the
     question, and its lie is never a heading), while a true passage often uses other words
@@ -310,19 +319,24 @@ def _filtered_winner(claims: dict[str, list[int]], answering: dict[str, list[int
     claim-only, split-claim, diverse and refute families rose from ASR 0.00 to 0.24-0.30
     under ``full-gated`` (docs/decisions.md, D38). A dropped claim that would only have
     conflicted is noise, and the filters still clear it."""
-    typed = {label: members for label, members in claims.items()
-             if answers_as_asked(label, question)}
-    if len(typed) < 2 or not answering or set(typed) <= set(answering):
+    kind = answer_type(question)
+    kinds = SPAN_KINDS if kind == "any" else (kind,)
+    dropped = {label: members for label, members in claims.items()
+               if label not in answering and answers_as_asked(label, question)
+               and (len(label.split()) <= SHORT_ANSWER_WORDS
+                    or any(spans_in(" ".join(label.split()), k) for k in kinds))}
+    if not answering or not dropped:
         return None
+    typed = answering | dropped
     everything = evidence.judge(typed)
     if everything.support.label in answering or everything.outcome == "conflict":
         return None
     kept = evidence.judge(answering).support
-    dropped = everything.support
-    return Verdict("conflict", f"conflicting sources: {dropped.label!r} (weight "
-                   f"{dropped.weight:.2f}, {dropped.top_tier}) outweighs {kept.label!r} but "
+    heaviest = everything.support
+    return Verdict("conflict", f"conflicting sources: {heaviest.label!r} (weight "
+                   f"{heaviest.weight:.2f}, {heaviest.top_tier}) outweighs {kept.label!r} but "
                    "is not read as an answer (a title, or passages that share too few of the "
-                   "question's words); neither is given", dropped, kept)
+                   "question's words); neither is given", heaviest, kept)
 
 
 def unread_support(evidence: Evidence, result: ConsensusResult,
