@@ -239,3 +239,53 @@ def test_a_claim_dropped_for_its_words_does_not_leave_its_rival_unopposed() -> N
     assert verdict is not None and verdict.outcome == "conflict"
     # nothing dropped, nothing to overrule
     assert _filtered_winner(claims, claims, GROUNDHOG, evidence) is None
+
+
+def test_a_true_passage_worded_otherwise_is_about_the_question_by_meaning() -> None:
+    """The Lesley Gore shape read with the embedding model: the year-old true passage holds
+    one of the question's three terms but is plainly about it (cosine above MiniLM's
+    calibrated ``about_cosine``), so its claim is weighed and wins over the new poison
+    instead of making the question a conflict (accuracy under attack, docs/decisions.md
+    D40). The off-topic Super Bowl paragraph is about Groundhog Day neither by words nor by
+    meaning, and it still only makes a conflict (it is never the answer)."""
+    import numpy as np
+
+    from trishield.defenses.answerers import _filtered_winner, answers_only
+    from trishield.models.embedders import (
+        DEFAULT_EMBEDDING_MODEL,
+        get_embedding_model,
+        load_embedder,
+    )
+    from trishield.rings.evidence import Evidence, Item
+
+    encoder = load_embedder(DEFAULT_EMBEDDING_MODEL)
+    threshold = get_embedding_model(DEFAULT_EMBEDDING_MODEL).about_cosine
+    assert threshold is not None
+
+    def evidence_of(question: str, texts: list[str]) -> Evidence:
+        items = [Item("wiki#0", "wiki", "wiki", "neutral", texts[0], 1, 0.0),
+                 Item("new#0", "new", "newcomer", "neutral", texts[1], 2, YEAR_S)]
+        vectors = np.asarray(encoder.encode(texts), dtype=np.float32)
+        return Evidence(question, items, vectors, {"wiki": 300},
+                        question_embedding=encoder.encode([question])[0],
+                        about_cosine=threshold)
+
+    party = evidence_of(PARTY, [PARTY_TRUTH, PARTY_POISON])
+    assert not party.about(0) and party.about_by_meaning(0)
+    claims = {"Lesley Gore": [0], "Judy Garland": [1]}
+    answering = answers_only(claims, PARTY, party)
+    assert answering == claims
+    assert _filtered_winner(claims, answering, PARTY, party) is None
+    assert party.judge(answering).support.label == "Lesley Gore"
+    assert party.as_dict()["passages"][0]["question_cosine"] >= threshold
+
+    groundhog = evidence_of(GROUNDHOG, [SUPER_BOWL, GROUNDHOG_TRUTH])
+    assert not groundhog.about_by_meaning(0)
+    claims = {"February 1, 2016": [0], "February 2": [1]}
+    answering = answers_only(claims, GROUNDHOG, groundhog)
+    assert answering == {"February 2": [1]}
+    verdict = _filtered_winner(claims, answering, GROUNDHOG, groundhog)
+    assert verdict is not None and verdict.outcome == "conflict"
+    # without the question's embedding, words alone decide (the test above)
+    blind = Evidence(PARTY, party.items, np.eye(2, dtype=np.float32), {"wiki": 300})
+    assert not blind.about_by_meaning(0)

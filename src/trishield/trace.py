@@ -154,6 +154,9 @@ class EvidencePassage(_Row):
     title: str = ""
     """Its document's title, read as said in every sentence (why a passage whose text never
     names the subject can be about the question)."""
+    question_cosine: float | None = None
+    """Its cosine with the question (None without embeddings): about it by meaning at or
+    above the embedding model's ``about_cosine``."""
 
 
 class SourceRow(_Row):

@@ -278,8 +278,10 @@ def answers_only(claims: dict[str, list[int]], question: str,
                  evidence: Evidence) -> dict[str, list[int]]:
     """The sources' claims that take part in the weighing: where several compete, only
     answers of the asked kind (:func:`~trishield.rings.claim_rules.answers_as_asked`) given
-    by a source with a passage about the question (:meth:`Evidence.about
-    <trishield.rings.evidence.Evidence.about>`). A heavy source asked on its own passages
+    by a source with a passage about the question, by its words (:meth:`Evidence.about
+    <trishield.rings.evidence.Evidence.about>`) or by its meaning
+    (:meth:`~trishield.rings.evidence.Evidence.about_by_meaning`: a true passage worded
+    otherwise than the question). A heavy source asked on its own passages
     answers with whatever they hold (the extractive reader's best sentence about leave for a
     lighthouse's year; a Super Bowl paragraph's "February 1, 2016" for Groundhog Day), and
     its weight outweighed the sources that did answer; such a claim is neither an answer nor
@@ -293,7 +295,7 @@ def answers_only(claims: dict[str, list[int]], question: str,
     if len(typed) < 2:
         return typed
     return {label: members for label, members in typed.items()
-            if any(evidence.about(i) for i in members)} or typed
+            if any(evidence.about(i) or evidence.about_by_meaning(i) for i in members)} or typed
 
 
 SHORT_ANSWER_WORDS = 6
@@ -335,8 +337,8 @@ def _filtered_winner(claims: dict[str, list[int]], answering: dict[str, list[int
     heaviest = everything.support
     return Verdict("conflict", f"conflicting sources: {heaviest.label!r} (weight "
                    f"{heaviest.weight:.2f}, {heaviest.top_tier}) outweighs {kept.label!r} but "
-                   "is not read as an answer (a title, or passages that share too few of the "
-                   "question's words); neither is given", heaviest, kept)
+                   "is not read as an answer (a title, or passages about the question "
+                   "neither by its words nor by meaning); neither is given", heaviest, kept)
 
 
 def unread_support(evidence: Evidence, result: ConsensusResult,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from trishield.kb.indexes.retrieval import Candidate
+from trishield.models.embedders import get_embedding_model, load_embedder
 from trishield.rings.analysis import DEFAULT_ANALYSER, PassageAnalyser
 from trishield.rings.evidence import Evidence, EvidenceConfig, Item
 from trishield.rings.ingest_guard import GuardConfig, IngestGuard, outlier_scores
@@ -89,10 +90,27 @@ def read_evidence(run: Run, question: str, candidates: list[Candidate],
                           c.chunk.batch, c.chunk.ingested_at,
                           None if stored is None else stored.reading,
                           None if stored is None else stored.numbers, c.chunk.title))
-    evidence = Evidence(question, items, run_embeddings(run, candidates), records, config,
-                        writers_since=since)
+    embeddings = run_embeddings(run, candidates)
+    about_cosine, asked = question_embedding(retriever, question, embeddings)
+    evidence = Evidence(question, items, embeddings, records, config, writers_since=since,
+                        question_embedding=asked, about_cosine=about_cosine)
     run.evidence = evidence
     return evidence
+
+
+def question_embedding(retriever: object, question: str, embeddings: np.ndarray | None
+                       ) -> tuple[float | None, np.ndarray | None]:
+    """The embedding model's ``about_cosine`` and the question embedded with the model the
+    passages were (one question, a few milliseconds), so that Ring 3 can read whether a
+    passage is about the question by meaning; (None, None) when the passages have no
+    embeddings or the model has no calibrated threshold."""
+    name = getattr(retriever, "embedding_model", None)
+    if embeddings is None or not isinstance(name, str):
+        return None, None
+    threshold = get_embedding_model(name).about_cosine
+    if threshold is None:
+        return None, None
+    return threshold, np.asarray(load_embedder(name).encode([question])[0], dtype=np.float32)
 
 
 def run_embeddings(run: Run, candidates: list[Candidate]) -> np.ndarray | None:

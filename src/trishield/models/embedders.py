@@ -89,6 +89,11 @@ class EmbeddingModel:
     """Longer inputs are truncated, as sentence-transformers does (``max_seq_length``)."""
     twin: str | None = None
     """The fp32 model with the same weights, for libraries that want a SentenceTransformer."""
+    about_cosine: float | None = None
+    """Question-to-passage cosine at or above which a passage is about the question by
+    meaning (Ring 3 keeps its claim though it shares few of the question's words): the 25th
+    percentile of SQuAD questions' cosine with their own paragraph,
+    ``benchmarks/about_by_meaning.py``. None: not calibrated, and words alone decide."""
 
 
 EMBEDDING_MODELS: dict[str, EmbeddingModel] = {
@@ -96,7 +101,8 @@ EMBEDDING_MODELS: dict[str, EmbeddingModel] = {
     for model in (
         EmbeddingModel(
             "all-MiniLM-L6-v2", 384, _minilm_folder,
-            "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+            "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+            about_cosine=0.48),
         EmbeddingModel(
             "all-mpnet-base-v2", 768, _mpnet_folder, MPNET_ARTIFACT.sha256, MPNET_ARTIFACT),
         EmbeddingModel(
@@ -105,7 +111,7 @@ EMBEDDING_MODELS: dict[str, EmbeddingModel] = {
             pinned_file="model.onnx", runtime="onnx",
             tokenizer=lambda: _minilm_folder() / "tokenizer.json",
             tokenizer_sha256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-            twin="all-MiniLM-L6-v2"),
+            twin="all-MiniLM-L6-v2", about_cosine=0.48),
     )
 }
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
