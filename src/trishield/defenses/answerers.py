@@ -25,6 +25,7 @@ from trishield.rings.consensus import (
     presented_to,
 )
 from trishield.rings.evidence import (
+    SHORT_ANSWER_WORDS,
     TIER_ORDER,
     ClaimSide,
     Evidence,
@@ -298,21 +299,16 @@ def answers_only(claims: dict[str, list[int]], question: str,
             if any(evidence.about(i) or evidence.about_by_meaning(i) for i in members)} or typed
 
 
-SHORT_ANSWER_WORDS = 6
-"""A claim of at most this many words is a candidate answer ("Yunus", "malware", "a limited
-period of time"); a longer one is a sentence, a candidate only through the names, numbers or
-dates it holds (as :func:`~trishield.rings.evidence.answer_states` reads one)."""
-
-
 def _filtered_winner(claims: dict[str, list[int]], answering: dict[str, list[int]],
                      question: str, evidence: Evidence) -> Verdict | None:
     """A conflict when :func:`answers_only` dropped, for its words, the claim of the asked
     type that would have won the weighing: a title, or a reading of passages that share too
     few of the question's words, is never the answer, but it does not leave its rival
     unopposed either. A claim of another type (a sentence about leave for "which year"), or a
-    sentence (more than :data:`SHORT_ANSWER_WORDS` words) holding no candidate of the asked
-    kind (the extractive reader's best sentence of a warranty page, asked who designed a
-    bridge), is no answer whoever gives it, and is simply dropped.
+    sentence (more than :data:`~trishield.rings.evidence.SHORT_ANSWER_WORDS` words) holding
+    no candidate of the asked kind (the extractive reader's best sentence of a warranty
+    page, asked who designed a bridge), is no answer whoever gives it, and is simply
+    dropped.
 
     Why: those two filters read words, and a poison is written to pass them (it echoes the
     question, and its lie is never a heading), while a true passage often uses other words

@@ -599,6 +599,12 @@ def decide(best: ClaimSide, runner_up: ClaimSide, config: EvidenceConfig) -> Ver
                                f"{config.margin:g}x", best, runner_up)
 
 
+SHORT_ANSWER_WORDS = 6
+"""A claim of at most this many words is a candidate answer ("Yunus", "malware", "a limited
+period of time"); a longer one is a sentence (the extractive reader's), a candidate only
+through the names, numbers or dates it holds."""
+
+
 def answer_states(answer: str, text: str, question: str) -> bool:
     """Whether ``text`` states ``answer``. A short answer must appear (its core terms). A
     sentence-long answer (the extractive reader's) is stated by a text that contains every
@@ -607,7 +613,7 @@ def answer_states(answer: str, text: str, question: str) -> bool:
     if states(answer, text, question):
         return True
     spans = passage_claim(question, answer).spans
-    if not spans or len(answer.split()) <= 6:
+    if not spans or len(answer.split()) <= SHORT_ANSWER_WORDS:
         return False
     haystack = f" {normalize_answer(canonical_numbers(text))} "
     return all(f" {span.key} " in haystack for span in spans)
