@@ -18,7 +18,7 @@ from trishield.rings.evidence import (
     shared_answers,
     tenure,
 )
-from trishield.rings.retrieval_scorer import RetrievalScorer, ScorerResult
+from trishield.rings.retrieval_scorer import RetrievalScorer
 
 QUESTION = "Who designed the Halden Bridge?"
 TRUE = "The Halden Bridge was designed by the engineer Ada Lindqvist and opened in 1912."
@@ -435,8 +435,7 @@ def test_ring2_reads_a_passage_whose_title_names_the_subject_as_an_answer() -> N
     """The most relevant passage leaves its subject to its document's title: read with the
     title it gives an answer, so Ring 2 ranks it above less relevant passages that name the
     subject and answer with something else; read without, it gives no answer and falls
-    below them. (A second writer's passage, which answers nothing, makes the pool two
-    origins: from one origin relevance alone orders it, the next test.)"""
+    below them. (A second writer's passage, which answers nothing, stands beside them.)"""
     question = "how many members does the pennsylvania house of representatives have"
     texts = [("There are 203 members, elected for two-year terms from single member "
               "districts.", "Pennsylvania House of Representatives", "wiki"),
@@ -468,40 +467,6 @@ def test_ring2_reads_a_passage_whose_title_names_the_subject_as_an_answer() -> N
     untitled = [Item(i.id, i.doc_id, i.writer, i.tier, i.text, i.batch, i.ingested_at)
                 for i in items]
     assert ranked(untitled)[0] == "d1"  # an answer beats the most relevant non-answer
-
-
-def test_ring2_keeps_the_retrievers_order_on_a_pool_of_one_origin() -> None:
-    """With every pooled passage from one writer there is no second source to weigh a claim
-    against, so evidence does not reorder relevance: the passages that hold a country (the
-    asked type) do not jump the one the retriever ranked first, and the trace says why.
-    Add a passage from a second writer and the evidence order is back."""
-    question = "Which central European country had a Calvinist ruler?"
-    texts = [("The elector of Brandenburg, ruler of Prussia, converted to Calvinism in 1613 "
-              "while most of his subjects stayed Lutheran.", "wiki"),
-             ("The euro is used in France, Germany, the Netherlands and Austria, central "
-              "European countries among them.", "wiki"),
-             ("Belgium and the Netherlands adopted the euro in 1999.", "wiki")]
-
-    def scored(pool: list[tuple[str, str]]) -> ScorerResult:
-        candidates, items = [], []
-        for number, (text, writer) in enumerate(pool):
-            batch = 1 if writer == "wiki" else 2
-            chunk = StoredChunk(number, f"d{number}", 0, text, "", "neutral", writer, 0,
-                                len(text), batch=batch, ingested_at=1.0)
-            candidates.append(Candidate(chunk, 0.9 - 0.1 * number, number + 1, "dense"))
-            items.append(Item(candidates[-1].chunk_id, f"d{number}", writer, "neutral", text,
-                              batch, 1.0))
-        evidence = Evidence(question, items, _orthogonal(len(pool)),
-                            {"wiki": 5000, "blog": 10})
-        return RetrievalScorer().score(candidates, context=2, evidence=evidence)
-
-    one = scored(texts)
-    assert [p.candidate.doc_id for p in one.ranked] == ["d0", "d1", "d2"]
-    assert {p.s_con for p in one.ranked} == {0.0}
-    assert one.relevance_only is not None and "one origin" in one.relevance_only
-    two = scored([*texts, ("Vienna hosts a Calvinist church.", "blog")])
-    assert two.relevance_only is None
-    assert max(p.s_con for p in two.ranked) > 0
 
 
 def test_a_flagged_passage_weighs_less_without_losing_its_tier() -> None:

@@ -138,8 +138,6 @@ class Ring2Trace(_Row):
     dropped: list[str]
     relevance_floor: RelevanceFloor | None = None
     unknown_terms: list[str] | None = None
-    relevance_only: str | None = None
-    """Why evidence left the retriever's order as it was (one origin in the pool), if so."""
 
 
 class EvidencePassage(_Row):

@@ -160,8 +160,7 @@ class Ring2Reranker:
             "w_prov": self.config.w_prov,
             "ranked": [p.as_dict() for p in scored.ranked],
             "conflicts": [c.as_dict() for c in scored.conflicts],
-            "dropped": [p.candidate.chunk_id for p in scored.ranked if not p.in_context],
-            "relevance_only": scored.relevance_only})
+            "dropped": [p.candidate.chunk_id for p in scored.ranked if not p.in_context]})
         run.trace.ring2 = section
         run.trace.evidence = EvidenceTrace.model_validate(evidence.as_dict())
         floor = self.config.min_relevance.get(self.backend)

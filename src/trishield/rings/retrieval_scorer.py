@@ -129,8 +129,6 @@ class ScorerResult:
     ranked: list[ScoredPassage]
     conflicts: list[Conflict]
     evidence: Evidence | None = None
-    relevance_only: str | None = None
-    """Why evidence did not reorder the pool (relevance alone ranked), or None when it did."""
 
     @property
     def context(self) -> list[ScoredPassage]:
@@ -150,22 +148,6 @@ def evidence_weights(evidence: Evidence) -> list[float]:
         for i in members:
             weights[i] = weight
     return weights
-
-
-def one_origin(evidence: Evidence) -> bool:
-    """Whether every pooled passage shares one origin (one writer, or writers chained by a
-    shared ingest batch).
-
-    Evidence weighs sources against each other; a pool from one origin holds no second
-    source, so every claim in it rests on the same witness and ``S_ev`` can only tell
-    passages that hold a candidate of the asked type from those that do not. That reading is
-    lexical (any country for "which country"), and it outranked the retriever's own order
-    on one-writer KBs: for "Which central European country had a Calvinist ruler?" two
-    passages listing EU currencies rose from outside the top 8 to the head of the context
-    (docs/decisions.md, D39). With a second origin in the pool (an attacker's writer among
-    them) the evidence order stands, so no poison can reach this rule."""
-    n = len(evidence.items)
-    return n > 0 and len(evidence.components(range(n), evidence.same_origin)) == 1
 
 
 class RetrievalScorer:
@@ -220,14 +202,7 @@ class RetrievalScorer:
         if not candidates:
             return ScorerResult([], [], evidence)
         relevance = min_max([c.score for c in candidates])
-        relevance_only = None
-        if evidence is None:
-            relevance_only = "no question to weigh evidence for"
-        elif one_origin(evidence):
-            relevance_only = ("every pooled passage shares one origin: no second source to "
-                              "weigh a claim against")
-        raw = (evidence_weights(evidence) if relevance_only is None
-               else [0.0] * len(candidates))
+        raw = evidence_weights(evidence) if evidence is not None else [0.0] * len(candidates)
         top = max(raw)
         support = [value / top if top > 0 else 0.0 for value in raw]
         provenance = [self.weight(c.chunk.tier) for c in candidates]
@@ -246,7 +221,7 @@ class RetrievalScorer:
                 [(p.candidate.chunk_id, p.candidate.doc_id, p.candidate.chunk.text)
                  for p in ranked],
                 None if evidence is None else [evidence.items[i].numbers for i in order])
-        return ScorerResult(ranked, conflicts, evidence, relevance_only)
+        return ScorerResult(ranked, conflicts, evidence)
 
 
 def out_of_scope_terms(unknown_terms: Sequence[str]) -> list[str]:
