@@ -164,8 +164,59 @@ def test_time_conditions_run_through_the_cli_with_the_extractive_reader(
                                                                 Sizes(adaptive=1))}
     silencing = report["results"]["silencing"]["full-gated"]
     assert "kept_of_clean_correct" in silencing and isinstance(silencing["silenced"], list)
+    week = report["results"]["attacker-first/week"]["full-gated"]
+    assert week["disputes_weighed"] == len(week["disputes"])
+    assert all(len(d["sides"]) == 2 and all(side["writers"] for side in d["sides"])
+               for d in week["disputes"])
     for flags in (["--time-targets", "2"], ["--time-block", "farming"]):
         refused = subprocess.run([sys.executable, "-m", "trishield.cli", "eval", "poisonedrag",
                                   "--out", str(tmp_path / "x"), *flags],
                                  capture_output=True, text=True, check=False, timeout=120)
         assert refused.returncode == 2 and "need --time-conditions" in refused.stderr
+
+
+def test_attacker_first_blocks_list_every_dispute_weighed() -> None:
+    """Where the truth is written after the poisons, every answer that weighed claims of
+    different writers is listed with its decision (the product's disputes queue, which the
+    benchmark cannot write: it only reads its KBs), in the JSON and in the Markdown report;
+    other blocks list none."""
+    from trishield.eval.poisonedrag.plan import Block
+    from trishield.eval.poisonedrag.questions import target_questions
+    from trishield.eval.poisonedrag.render import render_markdown
+    from trishield.eval.poisonedrag.scoring import score
+
+    questions = target_questions(TARGETS, 2)
+    first, second = questions
+    week = Condition("attacker-first/week", "diverse", writers="attacker-first-week")
+    sybil = Condition("diverse", "diverse", writers="sybil")
+    lie = {"outcome": "stands", "reason": "'x' has independent support 0.41 >= 2 x 0.10",
+           "sides": [{"claim": first.target.incorrect, "weight": 0.41,
+                      "writers": ["contributor-1"], "stood_s": 7 * DAY_S},
+                     {"claim": first.target.correct, "weight": 0.1,
+                      "writers": ["editor"], "stood_s": 0.0}]}
+
+    def record(question, answer, dispute):
+        return {"answer": answer, "refused": answer is None, "reason": "", "context": [],
+                "retrieved": [], "pool": [], "inputs": {}, "removed": {}, "llm_calls": 1,
+                "llm_calls_uncached": 1, "tokens": {"prompt": 10, "completion": 2},
+                "dispute": dispute}
+
+    blocks = [Block("attacker-first/week", "targets", week, ("full-gated",), 2, {}),
+              Block("diverse/sybil", "targets", sybil, ("full-gated",), 2, {})]
+    records = {}
+    for block in blocks:
+        records[(block.name, "full-gated", first.id)] = record(first, first.target.incorrect,
+                                                                lie)
+        records[(block.name, "full-gated", second.id)] = record(second, None, None)
+    timed = score(blocks[0], questions, records)["full-gated"]
+    assert timed["disputes_weighed"] == 1
+    listed = timed["disputes"][0]
+    assert listed["question"] == first.id and listed["lie"] and listed["outcome"] == "stands"
+    assert "disputes" not in score(blocks[1], questions, records)["full-gated"]
+    payload = {"blocks": [blocks[0].as_dict()],
+        "results": {"attacker-first/week": {"full-gated": timed}},
+        "configuration": {"kb_profile": "wiki5k", "k": 5, "seed": 0},
+        "scoring_version": "test", "answers": {"complete": True}}
+    markdown = render_markdown(payload)
+    assert "Disputes weighed where the truth was written after the poisons" in markdown
+    assert "stood 7.0 d" in markdown and first.id in markdown

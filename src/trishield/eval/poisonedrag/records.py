@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trishield.defenses.disputes import contested
 from trishield.errors import InputError
 from trishield.pipeline import Answer
-from trishield.trace import CandidateRow
+from trishield.trace import CandidateRow, ClaimRow, Trace
 
 
 def _doc_ids(rows: list[CandidateRow], chunk_ids: set[str] | list[str]) -> list[str]:
@@ -66,7 +67,31 @@ def extract(answer: Answer, *, k: int) -> dict[str, Any]:
         "llm_calls_uncached": trace.llm_calls,
         "tokens": {"prompt": trace.tokens.prompt, "completion": trace.tokens.completion},
         "latency_s": trace.timings_s.get("total"),
+        "dispute": dispute(trace),
     }
+
+
+def dispute(trace: Trace) -> dict[str, Any] | None:
+    """The last weighing that set claims of different writers against each other (what the
+    product records in a knowledge base's disputes queue: ``defenses/disputes.py``), or None:
+    the benchmark's KBs are read, not written, so the report lists these instead (issue 50:
+    every answer weighed against a week-old claim is a dispute a person can see)."""
+    if trace.evidence is None:
+        return None
+    rows = [row for row in trace.evidence.verdicts if contested(row)]
+    if not rows:
+        return None
+    row = rows[-1]
+    assert row.opposition is not None
+    return {"outcome": row.outcome, "reason": row.reason,
+            "sides": [_side(row.support), _side(row.opposition)]}
+
+
+def _side(claim: ClaimRow) -> dict[str, Any]:
+    stood = [s.stood_s for s in claim.sources if s.stood_s is not None]
+    return {"claim": claim.claim, "weight": round(claim.weight, 4),
+            "writers": sorted({w for s in claim.sources for w in s.writers}),
+            "stood_s": round(max(stood), 1) if stood else None}
 
 
 class Checkpoint:

@@ -6,6 +6,7 @@ from typing import Any
 
 from trishield.eval import report as rep
 from trishield.eval.poisonedrag.defenses import DEFENSES
+from trishield.eval.poisonedrag.schedules import TIMED_SETTINGS
 from trishield.eval.poisonedrag.scoring import STAGES
 
 
@@ -116,8 +117,9 @@ def render_markdown(payload: dict[str, Any]) -> str:
                         _two(r["cost"]["llm_calls_per_query"])]
                        for b in benign for d, r in results[b["name"]].items()
                        if r.get("answered")])]
+    timed = [b for b in others if b["condition"].get("writers") in TIMED_SETTINGS]
     rows = []
-    for block in headline:
+    for block in headline + timed:
         for defense, r in results[block["name"]].items():
             if not r.get("answered"):
                 continue
@@ -146,7 +148,38 @@ def render_markdown(payload: dict[str, Any]) -> str:
                                      [[b["name"], *[_with_ci(b, results[b["name"]].get(d),
                                                              "asr") for d in shown]]
                                       for b in others])]
+    parts += _disputes_section(blocks, results)
     return "\n".join(parts)
+
+
+def _side(side: dict[str, Any]) -> str:
+    stood = side["stood_s"]
+    shown = "new" if not stood else f"stood {stood / 86_400:.1f} d"
+    return (f"{side['claim'][:60]!r} ({'+'.join(side['writers'])}, {shown}, "
+            f"weight {side['weight']:.2f})")
+
+
+def _disputes_section(blocks: list[dict[str, Any]], results: dict[str, Any]) -> list[str]:
+    """Every dispute weighed in the blocks that list them (the truth written after the
+    poisons): what the product would put in a knowledge base's disputes queue."""
+    rows = []
+    for block in blocks:
+        for defense, r in results[block["name"]].items():
+            for found in r.get("disputes", []):
+                winner, other = found["sides"]
+                rows.append([block["name"], defense, found["question"], found["outcome"],
+                             "refused" if found["decision"] is None
+                             else repr(found["decision"][:60]),
+                             "yes" if found["lie"] else "no", _side(winner), _side(other)])
+    if not rows:
+        return []
+    return ["## Disputes weighed where the truth was written after the poisons\n",
+            "Each answer that set claims of different writers against each other: the "
+            "product records these in the knowledge base's disputes queue (the benchmark "
+            "only reads its KBs, so they are listed here). The first side is the one the "
+            "weighing put first.\n",
+            rep.markdown_table(["block", "defense", "question", "weighing", "answer", "lie",
+                                "first side", "other side"], rows)]
 
 
 def render_html(payload: dict[str, Any]) -> str:
