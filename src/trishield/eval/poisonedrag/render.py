@@ -155,8 +155,9 @@ def render_markdown(payload: dict[str, Any]) -> str:
 def _side(side: dict[str, Any]) -> str:
     stood = side["stood_s"]
     shown = "new" if not stood else f"stood {stood / 86_400:.1f} d"
-    return (f"{side['claim'][:60]!r} ({'+'.join(side['writers'])}, {shown}, "
-            f"weight {side['weight']:.2f})")
+    writers = side["writers"]
+    named = "+".join(writers) if len(writers) <= 2 else f"{len(writers)} writers"
+    return f"{side['claim'][:60]!r} ({named}, {shown}, weight {side['weight']:.2f})"
 
 
 def _disputes_section(blocks: list[dict[str, Any]], results: dict[str, Any]) -> list[str]:
