@@ -61,3 +61,21 @@ def test_a_kb_encodes_with_the_model_it_records(tmp_path) -> None:
         raise AssertionError("a KB opened with another embedding model must be refused")
     with KnowledgeBase.open(tmp_path / "fp32", create=True) as kb:
         assert kb.embedder.name == DEFAULT_EMBEDDING_MODEL
+
+
+def test_a_question_is_encoded_once_for_retrieval_and_ring2() -> None:
+    """Dense retrieval and Ring 2 both need the question's vector: the second asks the
+    memo, gets the very same read-only vector, and the memo stays bounded."""
+    from trishield.models.embedders import QUERY_MEMO
+
+    for name in (DEFAULT_EMBEDDING_MODEL, "all-MiniLM-L6-v2-int8"):
+        embedder = load_embedder(name)
+        question = f"Which option sets the port ({name})?"
+        first = embedder.encode_query(question)
+        assert np.allclose(first, embedder.encode([question])[0], atol=1e-6)
+        assert embedder.encode_query(question) is first
+        assert not first.flags.writeable
+        for number in range(QUERY_MEMO + 3):
+            embedder.encode_query(f"question {number}")
+        assert len(embedder.__dict__["_query_memo"]) == QUERY_MEMO
+        assert embedder.encode_query(question) is not first  # the oldest was let go

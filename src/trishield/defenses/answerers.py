@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from trishield.answers import contains_answer, normalize_answer, same_answer
+from trishield.answers import contains_answer, same_answer
 from trishield.defenses.disputes import note_dispute
 from trishield.llm.base import Reader, ReaderAnswer
-from trishield.rings.claim_rules import answers_as_asked
+from trishield.rings.claim_rules import answers_as_asked, heading_titles
 from trishield.rings.claims import SPAN_KINDS, answer_type, spans_in
 from trishield.rings.consensus import (
     Consensus,
@@ -290,7 +290,7 @@ def answers_only(claims: dict[str, list[int]], question: str,
     leaves a claim (else every claim is weighed as before)."""
     if len(claims) < 2:
         return claims
-    titles = {normalize_answer(item.title) for item in evidence.items if item.title}
+    titles = heading_titles((item.title, item.text) for item in evidence.items)
     typed = {label: members for label, members in claims.items()
              if answers_as_asked(label, question, titles)} or claims
     if len(typed) < 2:

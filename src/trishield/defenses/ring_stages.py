@@ -110,7 +110,7 @@ def question_embedding(retriever: object, question: str, embeddings: np.ndarray 
     threshold = get_embedding_model(name).about_cosine
     if threshold is None:
         return None, None
-    return threshold, np.asarray(load_embedder(name).encode([question])[0], dtype=np.float32)
+    return threshold, np.asarray(load_embedder(name).encode_query(question), dtype=np.float32)
 
 
 def run_embeddings(run: Run, candidates: list[Candidate]) -> np.ndarray | None:

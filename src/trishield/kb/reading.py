@@ -58,7 +58,7 @@ class Reads:
                 for rank, (item, score, parts) in enumerate(scored, start=1)]
 
     def _dense(self, index: DenseIndex, query: str, depth: int) -> list[tuple[int, float]]:
-        vector = self.kb.embedder.encode([query])[0]
+        vector = self.kb.embedder.encode_query(query)
         return index.search(vector, depth, exact=self.kb._dense_indexes.exact_vectors)
 
     def unknown_terms(self, text: str) -> list[str]:

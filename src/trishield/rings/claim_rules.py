@@ -19,7 +19,7 @@ from standing against answers.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -84,11 +84,31 @@ Ring 2's date spans (a year required) do not read. Dropped as "not a date", the 
 "February 2" left the weighing to a year-dated answer from an unrelated paragraph."""
 
 
+def heading_titles(titled: Iterable[tuple[str, str]]) -> set[str]:
+    """The normalised titles, of ``(title, text)`` pairs, that only a heading says: no
+    passage with that title states it in its own text.
+
+    A heading restates what its passage is about, so a reader that answers with it may name
+    the topic, not the answer ("Introduction"). But an article about its answer names it in
+    its first sentence ("The Tiber is the third-longest river in Italy", "Ashrita Furman ...
+    holds the Guinness record"): dropping every title dropped such year-old truths from the
+    weighing and refused four of the silencing condition's targets as conflicts
+    (docs/decisions.md, D41). A title its passage states is an answer like any other."""
+    unstated: dict[str, bool] = {}
+    for title, text in titled:
+        if not title:
+            continue
+        spoken = title.replace("_", " ")
+        key = normalize_answer(spoken)
+        unstated[key] = unstated.get(key, True) and not contains_answer(text, spoken)
+    return {key for key, only_heading in unstated.items() if only_heading}
+
+
 def answers_as_asked(answer: str, question: str, titles: Collection[str] = ()) -> bool:
     """Whether ``answer`` is an answer of the kind the question asks for: a number for "how
     many", a date for "when", else a phrase adding a content word to the question; a bare
-    yes/no to a yes/no question. A passage's title is no answer (a heading restates what the
-    passage is about)."""
+    yes/no to a yes/no question. A title only a heading says is no answer (``titles``, from
+    :func:`heading_titles`)."""
     if is_bare_polar(answer):
         return asks_yes_or_no(question)
     if normalize_answer(answer) in titles:

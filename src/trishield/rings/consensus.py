@@ -52,6 +52,7 @@ from trishield.rings.claim_rules import (
     answers_as_asked,
     as_witnesses,
     exact_tokens,
+    heading_titles,
     holds_token,
     is_dump,
 )
@@ -268,7 +269,7 @@ def stated_claims(round_: Round, passages: Sequence[ContextPassage],
         if support and not is_dump(answer):
             claims.append(StatedClaim(answer, support, len(group)))
     if len(claims) > 1:
-        titles = {normalize_answer(p.title) for p in passages if p.title}
+        titles = heading_titles((p.title, p.text) for p in passages)
         typed = [c for c in claims if answers_as_asked(c.answer, question, titles)]
         if typed:
             claims = typed
