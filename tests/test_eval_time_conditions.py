@@ -43,7 +43,8 @@ def test_time_plan_asks_every_timed_condition_of_the_four_defenses() -> None:
     blocks = time_plan(TIME_DEFENSES, Sizes())
     names = [b.name for b in blocks]
     assert names == ["benign-targets", "attacker-first/minutes", "attacker-first/week",
-                     "farming", "insider", "insider/trusted-truth", "silencing"]
+                     "farming", "insider", "insider/trusted-truth", "silencing",
+                     "newcomer-truth"]
     assert all(b.size == 50 and b.defenses == TIME_DEFENSES for b in blocks
                if b.name != "insider/trusted-truth")
     signed = next(b for b in blocks if b.name == "insider/trusted-truth")
@@ -110,6 +111,31 @@ def test_attacker_first_writes_the_truth_again_after_the_poisons(tmp_path: Path,
         assert row is not None and row["writer"] == facts["editor"]
         assert lead <= row["ingested_at"] - last_poison < lead + 600
     assert all(YEAR <= row["ingested_at"] - origin < YEAR + 600 for row in posted.values())
+
+
+@pytest.mark.slow
+def test_newcomer_truth_writes_the_truth_again_with_no_poison(tmp_path: Path) -> None:
+    """The control: the targets' true passages leave the base copy and a new neutral writer
+    writes them again a year later; nothing else is written (no poison, no filler)."""
+    targets = TARGETS[:2]
+    base = _small_base(tmp_path, targets, extra=10)
+    origin = _origin(base)
+    built = kbs.build_family(tmp_path, base, "diverse", targets, 0, guarded=False,
+                             writers="newcomer-truth")
+    truths = {doc_id for t in targets for doc_id, _ in t.gt_passages}
+    facts = json.loads((built / kbs.MARKER).read_text())
+    poisons = [d.id for t in targets for d in get_family("diverse").poisons(t, 0)]
+    with KnowledgeBase.open(built, read_only=True) as kb:
+        assert all(kb.store.document(p) is None for p in poisons)
+        assert all(kb.store.document(d) is None for d in truths)
+        rewritten = [kb.store.document(d + schedules.REWRITTEN_SUFFIX) for d in truths]
+        writers = kb.documents_per_writer()
+    assert facts["truths_rewritten"] == len(truths) and facts["poisons"] == 0
+    assert writers[facts["editor"]] == len(truths)
+    assert set(writers) == {kbs.CLEAN_WRITER, facts["editor"]}
+    for row in rewritten:
+        assert row is not None and row["writer"] == facts["editor"]
+        assert YEAR <= row["ingested_at"] - origin < YEAR + 600
 
 
 @pytest.mark.slow

@@ -44,7 +44,11 @@ timed settings test time itself (``trishield eval poisonedrag --time-conditions`
 * ``farming``              each poison's own writer first stores 200 filler documents;
 * ``insider``              one writer with a year of tenure and 1,000 documents posts every
                            poison; with ``trusted-clean`` provenance the clean passages are
-                           signed (the defense there is a trusted source).
+                           signed (the defense there is a trusted source);
+* ``newcomer-truth``       no poisons: the targets' true passages are taken out of the base
+                           and written again by a new neutral writer, a year after the base
+                           (is a new writer's fact answered as often as the undefended
+                           pipeline answers it?).
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ from trishield.kb.indexes.retrieval import Candidate
 
 PROVENANCE_SETTINGS = ("neutral", "untrusted", "trusted-clean", "forged", "forged-unchecked")
 WRITER_SETTINGS = ("attacker", "sybil", "sleeper", "patient", "attacker-first",
-                   "attacker-first-week", "farming", "insider")
+                   "attacker-first-week", "farming", "insider", "newcomer-truth")
 SWEEP_FRACTIONS = (0.2, 0.4, 0.5, 0.6, 0.8)
 SWEEP_SEARCH_DEPTH = 400
 """How deep the sweep looks for a target's poisons in the poisoned KB (dense search is cheap)."""

@@ -204,7 +204,7 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
     a day after the base's last document, sleeper *i*'s posts a week and *i* days later.
     Every setting writes a year (:data:`BASE_AGE_DAYS`) after the base's last document (the
     KB's clock, :mod:`.schedules`); the timed settings (``attacker-first``,
-    ``attacker-first-week``, ``farming``, ``insider``) are written by
+    ``attacker-first-week``, ``farming``, ``insider``, ``newcomer-truth``) are written by
     :func:`~.schedules.write_timed`, with ``filler_documents`` per writer (default
     :data:`FARMING_DOCUMENTS` or :data:`INSIDER_DOCUMENTS`).
 
@@ -223,7 +223,8 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
         raise InputError(f"filler documents must be a whole number >= 0, got "
                          f"{filler_documents!r}")
     guard = guard or GuardConfig()
-    per_target = [get_family(family).poisons(target, seed) for target in targets]
+    per_target = [[] if writers == "newcomer-truth" else get_family(family).poisons(target, seed)
+                  for target in targets]  # the control writes the truths alone
     poisons = [doc for docs in per_target for doc in docs]
     base_marker = json.loads((base / MARKER).read_text())["fingerprint"]
     parts = {"base": base_marker, "family": family, "guarded": guarded,
@@ -244,7 +245,8 @@ def build_family(work_dir: Path, base: Path, family: str, targets: Sequence[Targ
         parts["patient_lead_days"] = PATIENT_LEAD_DAYS
     fingerprint = _fingerprint(parts)
     setting = {"attacker": "", "sybil": "sybil-", "attacker-first": "attacker-first-",
-               "attacker-first-week": "attacker-first-week-"}.get(
+               "attacker-first-week": "attacker-first-week-",
+               "newcomer-truth": "newcomer-truth-"}.get(
         writers, f"{writers}{sleeper_documents}-")
     name = (f"{base.name.removeprefix('base-')}-{setting}{family}-"
             f"{'guarded' if guarded else 'plain'}")

@@ -185,13 +185,14 @@ answer is X, but ..."): they contradict a truth that stood a year, to make it re
 def time_conditions() -> list[Condition]:
     """The timed conditions (docs/benchmarks.md, "Time stood"): who writes first and when,
     volume bought in an afternoon, an insider with a year of tenure (and the same with the
-    truth signed), and silencing."""
+    truth signed), silencing, and the control without poisons: the truth by a new writer."""
     return [Condition("attacker-first/minutes", TIME_FAMILY, writers="attacker-first"),
             Condition("attacker-first/week", TIME_FAMILY, writers="attacker-first-week"),
             Condition("farming", TIME_FAMILY, writers="farming"),
             Condition("insider", TIME_FAMILY, writers="insider"),
             Condition("insider/trusted-truth", TIME_FAMILY, "trusted-clean", writers="insider"),
-            Condition("silencing", SILENCING_FAMILY, writers="sybil")]
+            Condition("silencing", SILENCING_FAMILY, writers="sybil"),
+            Condition("newcomer-truth", TIME_FAMILY, writers="newcomer-truth")]
 
 
 def time_plan(defenses: tuple[str, ...] = TIME_DEFENSES, sizes: Sizes = Sizes(),

@@ -14,7 +14,11 @@ every poisoned KB is written on a schedule counted from its base KB's last docum
 * ``farming``: each poison's own writer first writes :data:`FARMING_DOCUMENTS` filler
   documents (another corpus) minutes before its poison: volume bought in an afternoon;
 * ``insider``: one writer stores :data:`INSIDER_DOCUMENTS` filler documents with the base (a
-  year of tenure, a full record) and then posts every poison.
+  year of tenure, a full record) and then posts every poison;
+* ``newcomer-truth``: no poisons; the targets' true passages are taken out of the base and
+  written again by a new neutral writer at the attack time (a year after the base): the
+  control for the rest, since a new writer's fact must not be refused for being new, or
+  outweighed by a year-old writer's unrelated paragraph.
 
 The filler comes from :data:`FILLER_CORPUS` (paragraphs the base does not hold) under ids
 ``filler:<writer>:<n>``, so a tier re-labelling (:mod:`.provenance`) can tell it from the
@@ -36,7 +40,8 @@ from trishield.rings.evidence import DAY_S
 
 BASE_AGE_DAYS = 365
 """How long the base KB stood before the attack: the full precedence and tenure scale."""
-TIMED_SETTINGS = ("attacker-first", "attacker-first-week", "farming", "insider")
+TIMED_SETTINGS = ("attacker-first", "attacker-first-week", "farming", "insider",
+                  "newcomer-truth")
 ATTACKER_FIRST_LEAD_S = {"attacker-first": 600.0, "attacker-first-week": 7 * DAY_S}
 """How long after the poisons the true passages are written again."""
 FARMING_DOCUMENTS = 200
@@ -125,13 +130,22 @@ def write_timed(kb: KnowledgeBase, clock: KBClock, setting: str, targets: Sequen
                       guard=screener)
             batches += 1
         return {"batches": batches, "filler_documents": documents, "insider": insider}
-    if setting.startswith("attacker-first"):
+    rewrites_truth = setting.startswith("attacker-first") or setting == "newcomer-truth"
+    if rewrites_truth:
         truths = {doc_id: text for target in targets for doc_id, text in target.gt_passages}
         stored = [doc_id for doc_id in truths if kb.store.document(doc_id) is not None]
         clock.at(now - 60.0)  # taken out just before the attack
         if stored:
-            kb.delete_many(stored, by="benchmark", reason="written again after the poisons")
+            kb.delete_many(stored, by="benchmark", reason="written again by a new writer"
+                           if setting == "newcomer-truth" else "written again after the poisons")
         facts["truths_rewritten"] = len(stored)
+    if setting == "newcomer-truth":  # the truths alone, a year after the base
+        editor = timed_writer("editor", setting)
+        clock.at(now)
+        _write_truths(kb, editor, stored, truths, screener,
+                      source="the true passage, written again by a new writer")
+        return facts | {"batches": 1 if stored else 0, "filler_documents": 0,
+                        "editor": editor}
     pool = filler_pool(kb.directory, documents) if setting == "farming" and documents else []
     order = [doc for layer in zip(*per_target, strict=False) for doc in layer]
     leftovers = [doc for docs in per_target for doc in docs[min(map(len, per_target)):]]
@@ -149,12 +163,19 @@ def write_timed(kb: KnowledgeBase, clock: KBClock, setting: str, targets: Sequen
     if setting.startswith("attacker-first"):
         editor = timed_writer("editor", setting)
         clock.at(now + len(order) + len(leftovers) + ATTACKER_FIRST_LEAD_S[setting])
-        rewritten = [Document(id=doc_id + REWRITTEN_SUFFIX, text=truths[doc_id],
-                              source="the true passage, written after the poisons")
-                     for doc_id in stored]
-        if rewritten:
-            kb.ingest(rewritten, tier="neutral", writer=editor, source="editor",
-                      guard=screener)
+        if _write_truths(kb, editor, stored, truths, screener,
+                         source="the true passage, written after the poisons"):
             batches += 1
         facts["editor"] = editor
     return facts | {"batches": batches, "filler_documents": documents if pool else 0}
+
+
+def _write_truths(kb: KnowledgeBase, editor: str, stored: Sequence[str],
+                  truths: dict[str, str], screener: object | None, *, source: str) -> bool:
+    """The true passages taken out of the base, written again by ``editor`` under new ids
+    (``<id>@rewritten``); whether there were any."""
+    rewritten = [Document(id=doc_id + REWRITTEN_SUFFIX, text=truths[doc_id], source=source)
+                 for doc_id in stored]
+    if rewritten:
+        kb.ingest(rewritten, tier="neutral", writer=editor, source="editor", guard=screener)
+    return bool(rewritten)
