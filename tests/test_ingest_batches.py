@@ -236,3 +236,44 @@ def test_sigint_to_a_default_cli_ingest_keeps_the_first_batch(tmp_path: Path) ->
     assert "interrupted: kept 1 committed batch(es)" in stderr
     with KnowledgeBase.open(kb_dir) as kb:
         assert _ids(kb) == sorted(f"doc-{n}" for n in range(16))
+
+
+def test_a_text_the_kb_holds_is_not_embedded_again(tmp_path: Path) -> None:
+    """Another writer's copy of a stored document, and a section a batch repeats, take the
+    stored (or the batch's) vectors: only new text reaches the encoder, and every copy is
+    stored with the same embedding as its original. Progress still counts every chunk."""
+    from trishield.kb.chunking import ChunkingConfig
+
+    originals = _documents(3)
+    copies = [Document(id=f"copy-{d.id}", text=d.text) for d in originals]
+    shared = " ".join(f"Returns of kind {n} are accepted within thirty days of delivery when "
+                      "the tags are attached." for n in range(4))  # a section of 60 words
+    manuals = [Document(id=f"manual-{n}", title="Shop manual", text=(
+        f"# Returns\n\n{shared}\n\n# Opening hours\n\nShop {n} opens at {n + 8} in the "
+        "morning and closes at six in the evening.")) for n in range(2)]
+    with KnowledgeBase.open(tmp_path / "kb", create=True,
+                            chunking=ChunkingConfig(strategy="sections")) as kb:
+        kb.ingest(originals, writer="alice")
+        encoder = kb.embedder
+        calls: list[int] = []
+        original_encode = type(encoder).encode
+
+        def counting(self, texts, **kwargs):
+            calls.append(len(texts))
+            return original_encode(self, texts, **kwargs)
+
+        seen: list[IngestProgress] = []
+        type(encoder).encode = counting
+        try:
+            report = kb.ingest([*copies, *manuals], writer="bob", on_progress=seen.append)
+        finally:
+            type(encoder).encode = original_encode
+        assert sorted(report.added) == sorted(d.id for d in [*copies, *manuals])
+        vectors = {doc_id: rows for doc_id, _, rows in kb.documents_with_embeddings()}
+    manual_chunks = len(vectors["manual-0"]) + len(vectors["manual-1"])
+    assert manual_chunks == 4 and sum(calls) == 3  # the copies: none; the shared section: once
+    for original, copy in zip(originals, copies, strict=True):
+        assert (vectors[original.id] == vectors[copy.id]).all()
+    assert (vectors["manual-0"][0] == vectors["manual-1"][0]).all()
+    assert not (vectors["manual-0"][1] == vectors["manual-1"][1]).all()
+    assert seen[-1].chunks_embedded == seen[-1].chunks_total

@@ -198,10 +198,7 @@ class Writes:
         write lock), then write its indexes; ``report`` counts it once it is committed."""
         texts = [chunk.text for per_document in chunks for chunk in per_document]
         embed_started = time.perf_counter()
-        embeddings = self._embed([embedding_text(chunk) for per_document in chunks
-                                  for chunk in per_document],
-                                 progress=write.progress, started=write.started,
-                                 on_slice=tracker.embedded if tracker.watched else None)
+        embeddings = self._embeddings_of(documents, chunks, write, tracker)
         report.embed_seconds += time.perf_counter() - embed_started
         analyses = self._analyse(texts)
         verdicts, neighbourhood = self.kb._screening.screen(
@@ -299,6 +296,35 @@ class Writes:
             return {}
         return {"analyses": [analyses[row] for row in rows],
                 "analysis_version": self.kb.analyser.version}
+
+    def _embeddings_of(self, documents: list[Document], chunks: list[list[Chunk]],
+                       write: _BatchWrite, tracker: ProgressTracker) -> np.ndarray:
+        """One vector per chunk, in order: a chunk whose section and text the KB already
+        holds (a stored document with the same content, whoever wrote it) or that the batch
+        repeats takes that vector, and only the rest are embedded. The same text embeds to
+        the same vector, and embedding is most of an ingest's time (MiniLM, about 8-16
+        chunks a second on 2 cores): a mirror, a re-sent export or another writer's copy of
+        a document cost as much as new text before."""
+        flat = [chunk for per_document in chunks for chunk in per_document]
+        known = self.store.embeddings_by_text([d.content_hash for d in documents],
+                                              self.kb.dimension)
+        keys = [(chunk.section, chunk.text) for chunk in flat]
+        fresh: dict[tuple[str, str], int] = {}
+        text_of: dict[tuple[str, str], str] = {}
+        for chunk, key in zip(flat, keys, strict=True):
+            if key not in known and key not in fresh:
+                fresh[key] = len(fresh)
+                text_of[key] = embedding_text(chunk)
+        embedded = self._embed([text_of[key] for key in fresh], progress=write.progress,
+                               started=write.started,
+                               on_slice=tracker.embedded if tracker.watched else None
+                               ) if fresh else np.zeros((0, self.kb.dimension), np.float32)
+        if tracker.watched and len(flat) > len(fresh):
+            tracker.embedded(len(flat) - len(fresh), 0.0)
+        vectors = np.zeros((len(flat), self.kb.dimension), dtype=np.float32)
+        for row, key in enumerate(keys):
+            vectors[row] = embedded[fresh[key]] if key in fresh else known[key]
+        return vectors
 
     def _embed(self, texts: list[str], *, progress: bool, started: float,
                on_slice: Callable[[int, float], None] | None = None) -> np.ndarray:

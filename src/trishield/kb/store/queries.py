@@ -266,6 +266,23 @@ class StoreQueries:
                 found[pk] = np.frombuffer(blob, dtype=np.float32).reshape(dimension)
         return found
 
+    def embeddings_by_text(self, hashes: Sequence[str],
+                           dimension: int) -> dict[tuple[str, str], np.ndarray]:
+        """``(section, text) -> embedding`` of every stored chunk of the stored documents
+        whose content hash is in ``hashes`` (whoever wrote them): the vectors a new copy of
+        the same text would be given (``documents_by_hash`` finds them)."""
+        found: dict[tuple[str, str], np.ndarray] = {}
+        keys = sorted(set(hashes))
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for section, text, blob in self.connection.execute(
+                    f"SELECT c.section, c.text, c.embedding FROM chunks c JOIN documents d "
+                    f"ON c.doc_pk = d.pk WHERE d.content_hash IN ({marks})", part):
+                found.setdefault((section, text), np.frombuffer(blob, dtype=np.float32)
+                                 .reshape(dimension))
+        return found
+
     def all_embeddings(self, dimension: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self.connection.execute("SELECT pk, embedding FROM chunks ORDER BY pk").fetchall()
         ids = np.array([pk for pk, _ in rows], dtype=np.int64)
