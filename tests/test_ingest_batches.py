@@ -266,14 +266,18 @@ def test_a_text_the_kb_holds_is_not_embedded_again(tmp_path: Path) -> None:
         type(encoder).encode = counting
         try:
             report = kb.ingest([*copies, *manuals], writer="bob", on_progress=seen.append)
+            third = kb.ingest([Document(id=f"again-{d.id}", text=d.text) for d in originals],
+                              writer="carol")  # a text stored twice is read once
         finally:
             type(encoder).encode = original_encode
         assert sorted(report.added) == sorted(d.id for d in [*copies, *manuals])
         vectors = {doc_id: rows for doc_id, _, rows in kb.documents_with_embeddings()}
     manual_chunks = len(vectors["manual-0"]) + len(vectors["manual-1"])
     assert manual_chunks == 4 and sum(calls) == 3  # the copies: none; the shared section: once
+    assert len(third.added) == len(originals)
     for original, copy in zip(originals, copies, strict=True):
         assert (vectors[original.id] == vectors[copy.id]).all()
+        assert (vectors[original.id] == vectors[f"again-{original.id}"]).all()
     assert (vectors["manual-0"][0] == vectors["manual-1"][0]).all()
     assert not (vectors["manual-0"][1] == vectors["manual-1"][1]).all()
     assert seen[-1].chunks_embedded == seen[-1].chunks_total

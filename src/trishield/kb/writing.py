@@ -309,13 +309,13 @@ class Writes:
         known = self.store.embeddings_by_text([d.content_hash for d in documents],
                                               self.kb.dimension)
         keys = [(chunk.section, chunk.text) for chunk in flat]
-        fresh: dict[tuple[str, str], int] = {}
-        text_of: dict[tuple[str, str], str] = {}
+        fresh: dict[tuple[str, str], int] = {}  # key -> its row in ``to_embed``
+        to_embed: list[str] = []
         for chunk, key in zip(flat, keys, strict=True):
             if key not in known and key not in fresh:
-                fresh[key] = len(fresh)
-                text_of[key] = embedding_text(chunk)
-        embedded = self._embed([text_of[key] for key in fresh], progress=write.progress,
+                fresh[key] = len(to_embed)
+                to_embed.append(embedding_text(chunk))
+        embedded = self._embed(to_embed, progress=write.progress,
                                started=write.started,
                                on_slice=tracker.embedded if tracker.watched else None
                                ) if fresh else np.zeros((0, self.kb.dimension), np.float32)
