@@ -182,7 +182,7 @@ def test_a_claim_from_a_passage_not_about_the_question_takes_no_part() -> None:
     truth is the one claim weighed."""
     import numpy as np
 
-    from trishield.defenses.answerers import answers_only
+    from trishield.defenses.weighing import answers_only
     from trishield.rings.evidence import Evidence, Item
 
     items = [Item("wiki#0", "wiki", "wiki", "neutral", SUPER_BOWL, 1, 0.0),
@@ -214,7 +214,7 @@ def test_a_claim_dropped_for_its_words_does_not_leave_its_rival_unopposed() -> N
     have conflicted is still cleared (the lighthouse test above: another type is dropped)."""
     import numpy as np
 
-    from trishield.defenses.answerers import _filtered_winner, answers_only
+    from trishield.defenses.weighing import answers_only, filtered_winner
     from trishield.rings.evidence import Evidence, Item
 
     items = [Item("wiki#0", "wiki", "wiki", "neutral", PARTY_TRUTH, 1, 0.0),
@@ -224,7 +224,7 @@ def test_a_claim_dropped_for_its_words_does_not_leave_its_rival_unopposed() -> N
     claims = {"Lesley Gore": [0], "Judy Garland": [1]}
     answering = answers_only(claims, PARTY, evidence)
     assert answering == {"Judy Garland": [1]}
-    verdict = _filtered_winner(claims, answering, PARTY, evidence)
+    verdict = filtered_winner(claims, answering, PARTY, evidence)
     assert verdict is not None and verdict.outcome == "conflict"
     assert verdict.support.label == "Lesley Gore" and verdict.opposition is not None
     assert verdict.opposition.label == "Judy Garland"
@@ -234,11 +234,11 @@ def test_a_claim_dropped_for_its_words_does_not_leave_its_rival_unopposed() -> N
              Item("new#0", "new", "newcomer", "neutral", GROUNDHOG_TRUTH, 2, YEAR_S)]
     evidence = Evidence(GROUNDHOG, items, np.eye(2, dtype=np.float32), {"wiki": 300})
     claims = {"February 1, 2016": [0], "February 2": [1]}
-    verdict = _filtered_winner(claims, answers_only(claims, GROUNDHOG, evidence), GROUNDHOG,
+    verdict = filtered_winner(claims, answers_only(claims, GROUNDHOG, evidence), GROUNDHOG,
                                evidence)
     assert verdict is not None and verdict.outcome == "conflict"
     # nothing dropped, nothing to overrule
-    assert _filtered_winner(claims, claims, GROUNDHOG, evidence) is None
+    assert filtered_winner(claims, claims, GROUNDHOG, evidence) is None
 
 
 def test_a_true_passage_worded_otherwise_is_about_the_question_by_meaning() -> None:
@@ -250,7 +250,7 @@ def test_a_true_passage_worded_otherwise_is_about_the_question_by_meaning() -> N
     meaning, and it still only makes a conflict (it is never the answer)."""
     import numpy as np
 
-    from trishield.defenses.answerers import _filtered_winner, answers_only
+    from trishield.defenses.weighing import answers_only, filtered_winner
     from trishield.models.embedders import (
         DEFAULT_EMBEDDING_MODEL,
         get_embedding_model,
@@ -275,7 +275,7 @@ def test_a_true_passage_worded_otherwise_is_about_the_question_by_meaning() -> N
     claims = {"Lesley Gore": [0], "Judy Garland": [1]}
     answering = answers_only(claims, PARTY, party)
     assert answering == claims
-    assert _filtered_winner(claims, answering, PARTY, party) is None
+    assert filtered_winner(claims, answering, PARTY, party) is None
     assert party.judge(answering).support.label == "Lesley Gore"
     assert party.as_dict()["passages"][0]["question_cosine"] >= threshold
 
@@ -284,7 +284,7 @@ def test_a_true_passage_worded_otherwise_is_about_the_question_by_meaning() -> N
     claims = {"February 1, 2016": [0], "February 2": [1]}
     answering = answers_only(claims, GROUNDHOG, groundhog)
     assert answering == {"February 2": [1]}
-    verdict = _filtered_winner(claims, answering, GROUNDHOG, groundhog)
+    verdict = filtered_winner(claims, answering, GROUNDHOG, groundhog)
     assert verdict is not None and verdict.outcome == "conflict"
     # without the question's embedding, words alone decide (the test above)
     blind = Evidence(PARTY, party.items, np.eye(2, dtype=np.float32), {"wiki": 300})
@@ -308,7 +308,7 @@ def test_a_title_its_own_passage_states_is_an_answer_a_bare_heading_is_not() -> 
     the heading says ("Introduction") is still no answer."""
     import numpy as np
 
-    from trishield.defenses.answerers import _filtered_winner, answers_only
+    from trishield.defenses.weighing import answers_only, filtered_winner
     from trishield.rings.claim_rules import heading_titles
     from trishield.rings.evidence import Evidence, Item
 
@@ -329,7 +329,7 @@ def test_a_title_its_own_passage_states_is_an_answer_a_bare_heading_is_not() -> 
     claims = {"Ashrita Furman": [0], "Daniel Mercer": [1]}
     answering = answers_only(claims, RECORDS, evidence)
     assert "Ashrita Furman" in answering
-    assert _filtered_winner(claims, answering, RECORDS, evidence) is None
+    assert filtered_winner(claims, answering, RECORDS, evidence) is None
     assert evidence.judge(answering).support.label == "Ashrita Furman"
     # the same passage under a heading its text never says: the title is dropped, and
     # because it would have won, the question is a conflict rather than the poison's
@@ -339,5 +339,5 @@ def test_a_title_its_own_passage_states_is_an_answer_a_bare_heading_is_not() -> 
     evidence = Evidence(RECORDS, items, np.eye(2, dtype=np.float32), {"wiki": 300})
     answering = answers_only(claims, RECORDS, evidence)
     assert answering == {"Daniel Mercer": [1]}
-    verdict = _filtered_winner(claims, answering, RECORDS, evidence)
+    verdict = filtered_winner(claims, answering, RECORDS, evidence)
     assert verdict is not None and verdict.outcome == "conflict"

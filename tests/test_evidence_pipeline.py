@@ -113,7 +113,7 @@ def test_a_claim_lighter_than_a_silent_source_is_not_believed() -> None:
     it did not outweigh it), and loses it to a claim that stood before it."""
     import numpy as np
 
-    from trishield.defenses.answerers import outweighed_by_silence
+    from trishield.defenses.weighing import outweighed_by_silence
     from trishield.rings.evidence import ClaimSide, Evidence, Item
 
     def weighed(silent: tuple[str, str, float], claim: tuple[str, str, float],
@@ -465,3 +465,72 @@ def test_sleepers_with_no_tenure_weigh_as_newcomers_without_the_burst_rule(
     console = Console(record=True, width=240)
     render_answer(console, answer)  # what `trishield ask --trace` prints
     assert "tenure 0.10" in console.export_text()
+
+
+class _ReadsBySource:
+    """Test double for a model whose reading depends on the passages shown: the first of
+    ``readings`` whose key a passage contains gives its answer (None: it declines)."""
+
+    vendor, uses_llm = "test double", False
+
+    def __init__(self, name: str, readings: dict[str, str | None]) -> None:
+        self.name, self.readings = name, readings
+
+    def answer(self, question, passages):
+        from trishield.llm.base import ReaderAnswer
+        said = next((said for key, said in self.readings.items()
+                     if any(key in text for _, text in passages)), None)
+        return ReaderAnswer(text=said or "", citations=[], refused=said is None,
+                            raw=said or "I don't know", prompt_tokens=0, completion_tokens=0,
+                            seconds=0.0, cached=False, model=self.name)
+
+
+REPAINTED = ("The Halden Bridge over the Tista river was repainted in 1990 by the contractor "
+             "Olaf Berg, whose firm also built the town's ferry pier.")
+PIER = ("The harbour office and the ferry pier of Halden were repainted in 1990 by the "
+            "contractor Olaf Berg.")
+
+
+@pytest.mark.parametrize(("archive", "stronger_reads", "given", "alone_given"), [
+    # confirmed: the claim keeps its standing
+    (REPAINTED, "Olaf Berg", "Olaf Berg", "Olaf Berg"),
+    # declined, but the archive is about the question: the first reading stands
+    (REPAINTED, None, "Olaf Berg", "Olaf Berg"),
+    # declined, and the archive is about something else: silent, the newcomer is answered
+    # (alone, the archive's misreading, dropped for its words, made a conflict: D38)
+    (PIER, None, "Ada Lindqvist", None),
+])
+def test_a_year_old_sources_reading_is_read_again_before_it_outweighs_a_newcomer(
+        tmp_path: Path, archive: str, stronger_reads: str | None, given: str,
+        alone_given: str | None) -> None:
+    """The archive (a year old) says who repainted something, not who designed the bridge;
+    the first reader reads it as "Olaf Berg" and a new writer states the designer. The
+    archive's claim decides by its precedence alone (2.0 against 0.1), so the second reader
+    reads the archive again. Confirmed, the claim stands. Declined, the readers disagree: the
+    first reading keeps the archive's standing only if Ring 2 reads the archive as about the
+    question (by words or meaning: two signals against one, which kept the matrix's year-old
+    truths that the second reader declined); an archive about something else is then silent,
+    and the newcomer's fact is answered."""
+    clock = Clock()
+    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
+        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
+                  + [Document(id="archive", text=archive)], tier="neutral", writer="archive")
+        clock.advance(YEAR)
+        kb.ingest([Document(id="new", text=TRUTH)], tier="neutral", writer="newcomer")
+        first = _ReadsBySource("first", {"Olaf Berg": "Olaf Berg",
+                                         "Ada Lindqvist": "Ada Lindqvist"})
+        second = _ReadsBySource("second", {"Olaf Berg": stronger_reads})
+        answer = build_defense("full", kb, [first], second_reader=second).ask(QUESTION)
+        alone = build_defense("full", kb, [first]).ask(QUESTION)
+    assert alone.answer == alone_given, alone.reason  # without a second reader, as before
+    reasons = " ".join(answer.trace.gate.reasons)
+    assert "the second reader read that source (archive) again" in reasons, reasons
+    assert len([c for c in answer.trace.calls if c.model == "second"]) == 1
+    assert answer.answer == given, answer.reason
+    if stronger_reads is not None:
+        assert "again: 'Olaf Berg'" in reasons
+    elif given == "Olaf Berg":
+        assert "the source is about the question (Ring 2), so the first reading stands" \
+            in reasons
+    else:
+        assert "again: declined" in reasons

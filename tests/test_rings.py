@@ -492,6 +492,36 @@ def test_number_words_read_as_digits_except_one() -> None:
     assert "1" not in answer_core("She is the one who wrote it.")
 
 
+def test_hyphenated_number_words_are_the_number_a_reader_writes_in_digits() -> None:
+    """"Thirty-three amendments" states the reader's "33" (normalisation glues the hyphenated
+    words into one term, which no digit matched: NQ's "how many amendments" was refused)."""
+    from trishield.answers import number_words_as_digits
+    from trishield.rings.claims import states
+
+    question = "How many amendments to the constitution have there been?"
+    passage = ("Thirty-three amendments have been proposed by Congress; twenty-seven of "
+               "these are part of the Constitution.")
+    assert states("33", passage, question) and states("27", passage, question)
+    assert not states("34", passage, question)
+    assert same_answer("Twenty-one days", "21 days")
+    assert number_words_as_digits("forty-one or Ninety nine") == "41 or 99"
+
+
+def test_an_irregular_past_form_is_the_questions_verb_not_a_term_the_answer_adds() -> None:
+    """The reader answers in the past tense ("began") what the question asks in the present
+    ("begin"): the stemmer keeps them apart, so the answer added a term no passage held and
+    was refused (SQuAD). Read as the verb, it is the question's own term."""
+    from trishield.rings.claims import states
+
+    question = "When did the history of the steam engine begin?"
+    passage = "The history of the steam engine stretches back as far as the first century AD."
+    answer = "The history of the steam engine began in the first century AD"
+    assert states(answer, passage, question)
+    assert not states("The history of the steam engine began in the second century AD",
+                      passage, question)
+    assert same_answer("Ada Lindqvist wrote it", "Ada Lindqvist", "Who has written it?")
+
+
 def test_answer_grouping_handles_statements_polarity_and_compound_numbers() -> None:
     long_sentence = ("Tier 1 responds within 4 hours to every new ticket during support hours, "
                      "and handles order questions, tracking, returns and warranty claims.")

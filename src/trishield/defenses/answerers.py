@@ -8,13 +8,13 @@ panel.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Literal
 
-from trishield.answers import contains_answer, same_answer
+from trishield.answers import contains_answer
 from trishield.defenses.disputes import note_dispute
+from trishield.defenses.weighing import SourceReading, Weighing, weigh_readings
 from trishield.llm.base import Reader, ReaderAnswer
-from trishield.rings.claim_rules import answers_as_asked, heading_titles
-from trishield.rings.claims import SPAN_KINDS, answer_type, spans_in
 from trishield.rings.consensus import (
     Consensus,
     ConsensusConfig,
@@ -24,16 +24,7 @@ from trishield.rings.consensus import (
     context_evidence,
     presented_to,
 )
-from trishield.rings.evidence import (
-    SHORT_ANSWER_WORDS,
-    TIER_ORDER,
-    ClaimSide,
-    Evidence,
-    Item,
-    Source,
-    Verdict,
-    answer_states,
-)
+from trishield.rings.evidence import Evidence, Item, Source, Verdict
 from trishield.stages import ContextPassage, Outcome, Run
 from trishield.trace import CallRow, EvidenceTrace, GateTrace, Ring3Trace, VoteRow, WeighingRow
 
@@ -179,12 +170,14 @@ class PanelConsensus:
         """Ask each heavy source for its own answer (one model, or the panel when the gate
         opened), group the answers into claims, weigh them. ``prior``: rounds already asked
         of the whole context (their calls are counted and traced with the rest), and
-        ``escalated`` whether they asked the second reader."""
-        claims: dict[str, list[int]] = {}
+        ``escalated`` whether they asked the second reader.
+
+        A claim that decides against a new side only by its source's time stood or tier is
+        read again from that source alone by the second reader (:meth:`_doubted`), and the
+        weighing is redone with that reading: precedence multiplies a misreading by the
+        source's weight."""
         rounds: list[Round] = list(prior)
-        silent: list[Source] = []
-        distrusted: list[Source] = []  # answered, but on a single low-trust source alone
-        # whether the prior rounds or any source's question went to the second reader
+        readings: list[SourceReading] = []
         for source in sides[:self.config.max_sources]:
             members = sorted(source.members, key=lambda i: -evidence.claims[i].relevance)
             passages = [evidence_passage(evidence.items[i]) for i in members[:5]]
@@ -194,65 +187,45 @@ class PanelConsensus:
             convened(run, [heard])
             rounds += heard.rounds
             escalated = escalated or heard.escalated
-            if heard.refused or heard.answer is None:
-                silent.append(source)
-                if heard.distrusted:
-                    distrusted.append(source)
-                continue
-            label = next((known for known in claims
-                          if same_answer(known, heard.answer, question)), heard.answer)
-            claims.setdefault(label, []).extend(source.members)
-        unheard: list[Source] = []  # not asked, and stating no claim that was given
-        for source in sides[self.config.max_sources:]:  # not asked: join what they state
-            stated = [label for label in claims if any(
-                answer_states(label, evidence.items[i].text, question) for i in source.members)]
-            if len(stated) == 1:
-                claims[stated[0]].extend(source.members)
-            elif not stated:
-                unheard.append(source)
-        answering = answers_only(claims, question, evidence)
-        if (overruled := _filtered_winner(claims, answering, question, evidence)) is not None:
-            record_verdict(run, evidence, overruled)
-            result = ConsensusResult(None, True, overruled.reason, rounds)
+            readers = frozenset(v.member for r in heard.rounds for v in r.votes)
+            readings.append(SourceReading(source, passages, heard.answer, heard.refused,
+                                          heard.distrusted, readers))
+        unasked = sides[self.config.max_sources:]
+        notes: list[str] = []
+        while True:
+            weighing = weigh_readings(question, evidence, readings, unasked,
+                                      self.config.max_sources)
+            doubted = self._doubted(weighing, readings)
+            if doubted is None:
+                break
+            reading = readings[doubted]
+            again = self.consensus.reread(question, reading.passages, evidence)
+            rounds += again.rounds
+            escalated = True
+            about = any(evidence.about(i) or evidence.about_by_meaning(i)
+                        for i in reading.source.members)
+            if again.refused and about:
+                # the readers disagree; Ring 2 reads the source as about the question, so the
+                # first reading keeps the source's standing (two signals against one)
+                readings[doubted] = replace(reading, read_again_by_second=True)
+                given = ("declined; the source is about the question (Ring 2), so the first "
+                         "reading stands")
+            else:
+                readings[doubted] = reading.read_again(again)
+                given = "declined" if again.refused else repr(again.answer)
+            notes.append(f"{weighing.deciding.label!r} decides against a new side by its "
+                         f"source's standing alone: the second reader read that source "
+                         f"({'+'.join(reading.source.writers)}) again: {given}")
+        if notes and run.trace.gate is not None:
+            run.trace.gate = GateTrace(mode=run.trace.gate.mode, use_panel=use_panel,
+                                       reasons=[*run.trace.gate.reasons, *notes])
+        for verdict in weighing.verdicts:
+            record_verdict(run, evidence, verdict)
+        if weighing.refusal is not None:
+            result = ConsensusResult(None, True, weighing.refusal, rounds)
             return self._finish(run, result, [], escalated=escalated)
-        claims = answering
-        # silence is not opposition: only a side with a passage about the question that
-        # gives an answer of the asked type (which its reader did not read) stands against
-        silent = [source for source in silent
-                  if any(evidence.answers(i) for i in source.members)]
-        unheard = [source for source in unheard
-                   if any(evidence.answers(i) for i in source.members)]
-        if not claims:
-            why = "every source declined"
-            if distrusted:
-                named = "; ".join("+".join(source.writers) for source in distrusted)
-                why = (f"{len(silent) - len(distrusted)} declined, {len(distrusted)} answered "
-                       f"on a single low-trust source alone: {named}")
-            result = ConsensusResult(None, True, "no independent source about the question "
-                                     f"gives an answer ({why})", rounds)
-            return self._finish(run, result, [], escalated=escalated)
-        verdict = evidence.judge(claims)
-        record_verdict(run, evidence, verdict)
-        if verdict.outcome not in ("stands", "unopposed"):
-            result = ConsensusResult(None, True, verdict.reason, rounds)
-            return self._finish(run, result, [], escalated=escalated)
-        for quiet, why in ((silent, "gives no answer"),
-                           (unheard, f"was not asked (only the {self.config.max_sources} "
-                                     "heaviest sides are) and states no answer given")):
-            if (silence := outweighed_by_silence(evidence, verdict.support, quiet)) is None:
-                continue
-            heavier, claim = silence
-            stood = ", in the knowledge base first" if heavier.established else ""
-            reason = (f"insufficient evidence: {verdict.support.label!r} rests on lighter "
-                      f"sources (weight {claim.weight:.2f} against it) while a heavier source "
-                      f"about the question ({'+'.join(heavier.writers)}, {heavier.tier}, "
-                      f"weight {heavier.weight:.2f}{stood}) {why}")
-            # the weighing that refused, both sides as weighed against each other
-            record_verdict(run, evidence, Verdict(
-                "silenced", reason, claim,
-                ClaimSide(f"(no answer: {'+'.join(heavier.writers)})", (heavier,))))
-            result = ConsensusResult(None, True, reason, rounds)
-            return self._finish(run, result, [], escalated=escalated)
+        verdict = weighing.verdict
+        assert verdict is not None  # a weighing that is no refusal gave a claim
         winners = [evidence_passage(evidence.items[i])
                    for source in verdict.support.sources for i in source.members]
         result = self.consensus.check_evidence(question, [verdict.support.label], winners,
@@ -260,6 +233,36 @@ class PanelConsensus:
         if not result.refused:
             result.reason = f"weighed: {verdict.reason}"
         return self._finish(run, result, winners, escalated=escalated)
+
+    def _doubted(self, weighing: Weighing, readings: list[SourceReading]) -> int | None:
+        """The reading to ask the second reader for again, or None: the claim that decides
+        (the one given, or a dropped claim that makes a conflict) has a source that is not
+        new (it stood, is signed or trusted) while every source of the claim it decides
+        against is new, and that source's reading was by other readers than the second
+        reader (read once more at most).
+
+        Why: the weight of time stood multiplies a reading. A small reader asked on a
+        year-old article about something near the question answers with a rewording of the
+        question and a name from the passage ("The river associated with the city of Rome is
+        the Rhine", from the Rhine's article), and that misreading, weighing 2.00 against a
+        new writer's 0.10, overturned the truth: on the timed conditions' control with no
+        attacker (newcomer-truth), six of nine answers lost against undefended reading were
+        that. The second reader is the strongest local reader; when it reads the source
+        otherwise, its reading is the source's claim."""
+        second = self.consensus.second_reader
+        deciding, against = weighing.deciding, weighing.against
+        if second is None or deciding is None or against is None:
+            return None
+        if deciding.only_new or not against.only_new:
+            return None
+        standing = sorted((s for s in deciding.sources if not s.new), key=lambda s: -s.weight)
+        for source in standing:
+            for n, reading in enumerate(readings):
+                if (not reading.read_again_by_second and second.name not in reading.readers
+                        and reading.answer is not None
+                        and set(reading.source.members) & set(source.members)):
+                    return n
+        return None
 
     @staticmethod
     def _finish(run: Run, result: ConsensusResult, context: Sequence[ContextPassage], *,
@@ -273,68 +276,6 @@ class PanelConsensus:
             run.calls.extend(vote_call(vote) for vote in round_.votes)
         citations = sorted({p.doc_id for p in context if p.id in set(result.support)})
         return Outcome(result.answer, result.refused, result.reason, citations)
-
-
-def answers_only(claims: dict[str, list[int]], question: str,
-                 evidence: Evidence) -> dict[str, list[int]]:
-    """The sources' claims that take part in the weighing: where several compete, only
-    answers of the asked kind (:func:`~trishield.rings.claim_rules.answers_as_asked`) given
-    by a source with a passage about the question, by its words (:meth:`Evidence.about
-    <trishield.rings.evidence.Evidence.about>`) or by its meaning
-    (:meth:`~trishield.rings.evidence.Evidence.about_by_meaning`: a true passage worded
-    otherwise than the question). A heavy source asked on its own passages
-    answers with whatever they hold (the extractive reader's best sentence about leave for a
-    lighthouse's year; a Super Bowl paragraph's "February 1, 2016" for Groundhog Day), and
-    its weight outweighed the sources that did answer; such a claim is neither an answer nor
-    a refusal, so it is dropped, not counted as silence. Each filter applies only where it
-    leaves a claim (else every claim is weighed as before)."""
-    if len(claims) < 2:
-        return claims
-    titles = heading_titles((item.title, item.text) for item in evidence.items)
-    typed = {label: members for label, members in claims.items()
-             if answers_as_asked(label, question, titles)} or claims
-    if len(typed) < 2:
-        return typed
-    return {label: members for label, members in typed.items()
-            if any(evidence.about(i) or evidence.about_by_meaning(i) for i in members)} or typed
-
-
-def _filtered_winner(claims: dict[str, list[int]], answering: dict[str, list[int]],
-                     question: str, evidence: Evidence) -> Verdict | None:
-    """A conflict when :func:`answers_only` dropped, for its words, the claim of the asked
-    type that would have won the weighing: a title, or a reading of passages that share too
-    few of the question's words, is never the answer, but it does not leave its rival
-    unopposed either. A claim of another type (a sentence about leave for "which year"), or a
-    sentence (more than :data:`~trishield.rings.evidence.SHORT_ANSWER_WORDS` words) holding
-    no candidate of the asked kind (the extractive reader's best sentence of a warranty
-    page, asked who designed a bridge), is no answer whoever gives it, and is simply
-    dropped.
-
-    Why: those two filters read words, and a poison is written to pass them (it echoes the
-    question, and its lie is never a heading), while a true passage often uses other words
-    ("singer" for "sings") or is the article the answer names ("Tiber"). Dropping the
-    year-old truth as "not about the question" left five new poisons unopposed: the matrix's
-    claim-only, split-claim, diverse and refute families rose from ASR 0.00 to 0.24-0.30
-    under ``full-gated`` (docs/decisions.md, D38). A dropped claim that would only have
-    conflicted is noise, and the filters still clear it."""
-    kind = answer_type(question)
-    kinds = SPAN_KINDS if kind == "any" else (kind,)
-    dropped = {label: members for label, members in claims.items()
-               if label not in answering and answers_as_asked(label, question)
-               and (len(label.split()) <= SHORT_ANSWER_WORDS
-                    or any(spans_in(" ".join(label.split()), k) for k in kinds))}
-    if not answering or not dropped:
-        return None
-    typed = answering | dropped
-    everything = evidence.judge(typed)
-    if everything.support.label in answering or everything.outcome == "conflict":
-        return None
-    kept = evidence.judge(answering).support
-    heaviest = everything.support
-    return Verdict("conflict", f"conflicting sources: {heaviest.label!r} (weight "
-                   f"{heaviest.weight:.2f}, {heaviest.top_tier}) outweighs {kept.label!r} but "
-                   "is not read as an answer (a title, or passages about the question "
-                   "neither by its words nor by meaning); neither is given", heaviest, kept)
 
 
 def unread_support(evidence: Evidence, result: ConsensusResult,
@@ -354,28 +295,6 @@ def convened(run: Run, results: Sequence[ConsensusResult]) -> None:
     if why and run.trace.gate is not None:
         run.trace.gate = GateTrace(mode=run.trace.gate.mode, use_panel=True,
                                    reasons=[*run.trace.gate.reasons, *why])
-
-
-def outweighed_by_silence(evidence: Evidence, claim: ClaimSide, silent: Sequence[Source]
-                          ) -> tuple[Source, ClaimSide] | None:
-    """A source about the question that gave no answer and outweighs the claim (higher tier,
-    or the same tier and more weight), weighed against each other as opposing claims are
-    (each side's precedence, bursts and newcomers' tenure measured against the other's
-    passages): then the claim rests on the lighter evidence and is not believed. Returns
-    that source and the claim as weighed against it. Silence is no contradiction, but an
-    attacker's passages always speak, and the truth is often only implied by the heavier
-    source, or stated in words no lexical check can match (a reader's "No" that no sentence
-    decides). Weighed apart, as the sides were ranked, an archive that stood first weighed
-    as little as a newcomer's claim: the precedence it earned only counted against a claim."""
-    members = [i for source in claim.sources for i in source.members]
-    for source in silent:
-        # a side is one origin (Evidence.sides), so regrouped by origin it is one source
-        (quiet,) = evidence.sources(source.members, members, by_origin=True)
-        heard = ClaimSide(claim.label, evidence.sources(members, source.members))
-        theirs, ours = TIER_ORDER[quiet.tier], TIER_ORDER[heard.top_tier or "untrusted"]
-        if theirs > ours or (theirs == ours and quiet.weight > heard.weight):
-            return quiet, heard
-    return None
 
 
 def record_verdict(run: Run, evidence: Evidence, verdict: Verdict) -> None:

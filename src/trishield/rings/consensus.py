@@ -436,6 +436,19 @@ class Consensus:
                     result.reason += " (also after dropping the least-trusted third)"
         return replace(result, retried=retried, escalated=escalated, convened=convened)
 
+    def reread(self, question: str, passages: Sequence[ContextPassage],
+               evidence: Evidence) -> ConsensusResult:
+        """The second reader's own reading of ``passages`` (one call), settled as a round is:
+        an answer no passage states is a refusal. Asked when another reader's reading of one
+        source decides a dispute by that source's standing (Ring 3's
+        ``PanelConsensus._doubted``)."""
+        second = self.second_reader
+        if second is None:
+            raise ValueError("reread() needs a second reader")
+        current = list(passages)
+        rounds = [self._round(question, current, [second])]
+        return self._settle(question, rounds, current, evidence, [second])
+
     def _read_by_passage(self, question: str, rounds: list[Round],
                          passages: Sequence[ContextPassage], evidence: Evidence,
                          refused: ConsensusResult) -> ConsensusResult:
