@@ -528,9 +528,35 @@ def test_a_year_old_sources_reading_is_read_again_before_it_outweighs_a_newcomer
     assert len([c for c in answer.trace.calls if c.model == "second"]) == 1
     assert answer.answer == given, answer.reason
     if stronger_reads is not None:
-        assert "again: 'Olaf Berg'" in reasons
-    elif given == "Olaf Berg":
+        assert f"again: {stronger_reads!r}" in reasons
+    if stronger_reads is None and given == "Olaf Berg":
         assert "the source is about the question (Ring 2), so the first reading stands" \
             in reasons
-    else:
+    elif stronger_reads is None:
         assert "again: declined" in reasons
+
+
+def test_a_reading_again_that_is_no_answer_of_the_asked_kind_counts_as_declined(
+        tmp_path: Path) -> None:
+    """Asked "when", the second reader reads the year-old source as a name: no answer of the
+    asked kind, which the weighing would drop together with the source's standing (the
+    matrix's year-old truth "does not have a fixed term", read "Until he or she resigns",
+    left the poison's "two years" unopposed). It counts as declined: the source is about the
+    question, so the first reading keeps its standing."""
+    question = "When did the Halden Bridge over the Tista river open?"
+    clock = Clock()
+    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
+        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
+                  + [Document(id="archive", text="The Halden Bridge over the Tista river "
+                              "opened in 1912 and was repainted in 1990 by Olaf Berg.")],
+                  tier="neutral", writer="archive")
+        clock.advance(YEAR)
+        kb.ingest([Document(id="new", text="The Halden Bridge over the Tista river opened "
+                            "to traffic in 1915.")], tier="neutral", writer="newcomer")
+        first = _ReadsBySource("first", {"Olaf Berg": "1912", "1915": "1915"})
+        second = _ReadsBySource("second", {"Olaf Berg": "Olaf Berg"})
+        answer = build_defense("full", kb, [first], second_reader=second).ask(question)
+    reasons = " ".join(answer.trace.gate.reasons)
+    assert "again: 'Olaf Berg', no answer of the asked kind; the source is about the " \
+        "question (Ring 2), so the first reading stands" in reasons, reasons
+    assert answer.answer == "1912", answer.reason

@@ -15,6 +15,7 @@ from trishield.answers import contains_answer
 from trishield.defenses.disputes import note_dispute
 from trishield.defenses.weighing import SourceReading, Weighing, weigh_readings
 from trishield.llm.base import Reader, ReaderAnswer
+from trishield.rings.claim_rules import answers_as_asked
 from trishield.rings.consensus import (
     Consensus,
     ConsensusConfig,
@@ -204,12 +205,18 @@ class PanelConsensus:
             escalated = True
             about = any(evidence.about(i) or evidence.about_by_meaning(i)
                         for i in reading.source.members)
-            if again.refused and about:
+            # a reading that is no answer of the asked kind is no reading of the claim
+            # (answers_only drops such a claim, and with it the source's standing)
+            unread = again.refused or again.answer is None or not answers_as_asked(
+                again.answer, question)
+            if unread and about:
                 # the readers disagree; Ring 2 reads the source as about the question, so the
                 # first reading keeps the source's standing (two signals against one)
                 readings[doubted] = replace(reading, read_again_by_second=True)
-                given = ("declined; the source is about the question (Ring 2), so the first "
-                         "reading stands")
+                given = ((f"{again.answer!r}, no answer of the asked kind" if not again.refused
+                          else "declined")
+                         + "; the source is about the question (Ring 2), so the first "
+                           "reading stands")
             else:
                 readings[doubted] = reading.read_again(again)
                 given = "declined" if again.refused else repr(again.answer)
