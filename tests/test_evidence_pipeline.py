@@ -189,20 +189,26 @@ def test_an_archive_that_stood_first_and_gives_no_answer_outweighs_a_later_claim
     assert silenced.opposition.weight == pytest.approx(2 * silenced.support.weight, abs=1e-3)
 
 
+def _archive_then_newcomer(path: Path, archive: str, new: str) -> KnowledgeBase:
+    """The library filler and ``archive`` (document ``archive``) written a year ago by the
+    archive, ``new`` (document ``new``) by a new writer now."""
+    clock = Clock()
+    kb = KnowledgeBase.open(path, create=True, clock=clock)
+    kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
+              + [Document(id="archive", text=archive)], tier="neutral", writer="archive")
+    clock.advance(YEAR)
+    kb.ingest([Document(id="new", text=new)], tier="neutral", writer="newcomer")
+    return kb
+
+
 def test_silence_is_not_opposition_a_new_writers_fact_is_answered(tmp_path: Path) -> None:
     """The archive (a year old, the heavier writer) is about the bridge but names nobody as
     its designer; a new writer states who did. The archive's silence opposes nothing (it
     gives no answer of the asked type), so the new writer's unopposed fact is answered
     whatever its age. Before, the heavier silent side refused it ("rests on lighter
     sources")."""
-    clock = Clock()
-    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
-        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
-                  + [Document(id="halden-bridge", text="The Halden Bridge over the Tista "
-                              "river opened to traffic after four years of work.")],
-                  tier="neutral", writer="archive")
-        clock.advance(YEAR)
-        kb.ingest([Document(id="new", text=TRUTH)], tier="neutral", writer="newcomer")
+    with _archive_then_newcomer(tmp_path / "kb", "The Halden Bridge over the Tista river "
+                                "opened to traffic after four years of work.", TRUTH) as kb:
         reader = FooledReader("Ada Lindqvist", InventingReader("the moon"))
         answer = build_defense("full", kb, [reader]).ask(QUESTION)
     assert not answer.refused and "Ada Lindqvist" in answer.answer, answer.reason
@@ -511,12 +517,7 @@ def test_a_year_old_sources_reading_is_read_again_before_it_outweighs_a_newcomer
     question (by words or meaning: two signals against one, which kept the matrix's year-old
     truths that the second reader declined); an archive about something else is then silent,
     and the newcomer's fact is answered."""
-    clock = Clock()
-    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
-        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
-                  + [Document(id="archive", text=archive)], tier="neutral", writer="archive")
-        clock.advance(YEAR)
-        kb.ingest([Document(id="new", text=TRUTH)], tier="neutral", writer="newcomer")
+    with _archive_then_newcomer(tmp_path / "kb", archive, TRUTH) as kb:
         first = _ReadsBySource("first", {"Olaf Berg": "Olaf Berg",
                                          "Ada Lindqvist": "Ada Lindqvist"})
         second = _ReadsBySource("second", {"Olaf Berg": stronger_reads})
@@ -544,15 +545,10 @@ def test_a_reading_again_that_is_no_answer_of_the_asked_kind_counts_as_declined(
     left the poison's "two years" unopposed). It counts as declined: the source is about the
     question, so the first reading keeps its standing."""
     question = "When did the Halden Bridge over the Tista river open?"
-    clock = Clock()
-    with KnowledgeBase.open(tmp_path / "kb", create=True, clock=clock) as kb:
-        kb.ingest([Document(id=f"library-{n}", text=text) for n, text in enumerate(FILLER)]
-                  + [Document(id="archive", text="The Halden Bridge over the Tista river "
-                              "opened in 1912 and was repainted in 1990 by Olaf Berg.")],
-                  tier="neutral", writer="archive")
-        clock.advance(YEAR)
-        kb.ingest([Document(id="new", text="The Halden Bridge over the Tista river opened "
-                            "to traffic in 1915.")], tier="neutral", writer="newcomer")
+    with _archive_then_newcomer(
+            tmp_path / "kb", "The Halden Bridge over the Tista river opened in 1912 and was "
+            "repainted in 1990 by Olaf Berg.", "The Halden Bridge over the Tista river opened "
+            "to traffic in 1915.") as kb:
         first = _ReadsBySource("first", {"Olaf Berg": "1912", "1915": "1915"})
         second = _ReadsBySource("second", {"Olaf Berg": "Olaf Berg"})
         answer = build_defense("full", kb, [first], second_reader=second).ask(question)
