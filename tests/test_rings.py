@@ -751,6 +751,63 @@ def test_the_second_reader_settles_a_reading_dispute_over_one_source() -> None:
     assert "read one source two ways" in result.reason
 
 
+class InstructionBackend:
+    """Test double for a local chat model: its reply depends on the instruction it is given
+    (the system message), and it keeps every instruction it was sent."""
+
+    name = vendor = identity = "same-model"
+
+    def __init__(self, replies: dict[str, str]):
+        self.replies, self.instructions = replies, []
+
+    def chat(self, messages, params):
+        from trishield.llm import LLMResponse
+
+        self.instructions.append(messages[0]["content"])
+        return LLMResponse(self.replies[messages[0]["content"]], self.name, 50, 4, 0.1, False)
+
+
+def test_a_second_reader_that_already_read_the_passages_is_asked_for_their_exact_words() -> None:
+    """With the default panel the second reader is the first member's model: asked the same
+    prompt at temperature 0 it would repeat the answer no passage states. It is asked to copy
+    the phrase instead, and that span is given on the same evidence checks; a yes/no question
+    keeps the plain prompt (its polarity is read passage by passage), and a second reader
+    that did not vote is asked as it is."""
+    from trishield.llm import LLMReader
+    from trishield.llm.reader import INSTRUCTION, QUOTE_INSTRUCTION
+
+    context = [_passage("h#0", 0.9, "There were about four men attending Harvard College for "
+                                    "every woman studying at Radcliffe."),
+               _passage("o#0", 0.7, "Radcliffe merged with Harvard in 1999.")]
+    question = "What was the ratio of men to women at Harvard/Radcliffe?"
+    backend = InstructionBackend({INSTRUCTION: "4:1", QUOTE_INSTRUCTION: "about four men "
+                                  "attending Harvard College for every woman"})
+    reader = LLMReader(backend)
+    result = Consensus([reader], second_reader=reader).decide(question, context,
+                                                             use_panel=False)
+    assert (result.answer, result.refused, result.escalated) == (
+        "about four men attending Harvard College for every woman", False, True)
+    assert result.support == ["h#0"] and backend.instructions == [INSTRUCTION, QUOTE_INSTRUCTION]
+    assert "second reader, same-model, asked for the context's exact words" in result.reason
+    invented = InstructionBackend({INSTRUCTION: "4:1", QUOTE_INSTRUCTION: "3:1"})
+    reader = LLMReader(invented)
+    still = Consensus([reader], second_reader=reader).decide(question, context, use_panel=False)
+    assert still.refused and "asked for the context's exact words) did not resolve" in \
+        still.reason
+    polar = InstructionBackend({INSTRUCTION: "Yes", QUOTE_INSTRUCTION: "unused"})
+    reader = LLMReader(polar)
+    Consensus([reader], ConsensusConfig(polar_readings=0), second_reader=reader).decide(
+        "Did Radcliffe merge with Harvard in the 1990s?", context, use_panel=False)
+    assert polar.instructions == [INSTRUCTION, INSTRUCTION]
+    other = InstructionBackend({INSTRUCTION: "about four men attending Harvard College",
+                                QUOTE_INSTRUCTION: "unused"})
+    first = ScriptedReader("small", lambda ids: "4:1")
+    answered = Consensus([first], second_reader=LLMReader(other)).decide(
+        question, context, use_panel=False)
+    assert answered.answer == "about four men attending Harvard College"
+    assert other.instructions == [INSTRUCTION]
+
+
 JUNGLE = "Does the Jungle Book take place in India?"
 JUNGLE_CONTEXT = [
     _passage("k#0", 0.9, "The Jungle Book is a collection of stories by Kipling. The stories "

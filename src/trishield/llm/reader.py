@@ -25,6 +25,11 @@ from trishield.text import content_words
 INSTRUCTION = ("Answer the question using only the context. Reply with a short answer "
                "(a few words). If the context does not contain the answer, reply exactly: "
                "I don't know.")
+QUOTE_INSTRUCTION = ("Answer the question by copying the shortest exact phrase from the context "
+                     "that answers it. If the context does not contain the answer, reply "
+                     "exactly: I don't know.")
+"""What a reader is asked when it reads the same passages a second time (:meth:`LLMReader.quoting`):
+the same model and prompt at temperature 0 would only repeat its answer."""
 # One worked example for base models without a chat template: they continue a document, and
 # a single example shows them where the answer goes and how short it is.
 FEW_SHOT = ("Context:\n[1] The Amazon river flows through Brazil, Peru and Colombia.\n"
@@ -47,15 +52,15 @@ def format_context(pairs: list[tuple[str, str]]) -> str:
     return "\n".join(f"[{n}] {' '.join(text.split())}" for n, (_, text) in enumerate(pairs, 1))
 
 
-def build_messages(question: str, pairs: list[tuple[str, str]],
-                   style: str) -> list[ChatMessage]:
+def build_messages(question: str, pairs: list[tuple[str, str]], style: str,
+                   instruction: str = INSTRUCTION) -> list[ChatMessage]:
     body = f"Context:\n{format_context(pairs)}\nQuestion: {' '.join(question.split())}"
     if style == "chat":
-        return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": body}]
+        return [{"role": "system", "content": instruction}, {"role": "user", "content": body}]
     if style == "user-only":
-        return [{"role": "user", "content": f"{INSTRUCTION}\n\n{body}"}]
+        return [{"role": "user", "content": f"{instruction}\n\n{body}"}]
     if style == "few-shot":
-        return [{"role": "user", "content": f"{INSTRUCTION}\n\n{FEW_SHOT}{body}\nAnswer:"}]
+        return [{"role": "user", "content": f"{instruction}\n\n{FEW_SHOT}{body}\nAnswer:"}]
     raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(PROMPT_STYLES)}")
 
 
@@ -131,11 +136,12 @@ class LLMReader:
     uses_llm = True
 
     def __init__(self, backend: ChatBackend, prompt_style: PromptStyle = "auto", *,
-                 max_tokens: int = 48, seed: int = 0):
+                 max_tokens: int = 48, seed: int = 0, instruction: str = INSTRUCTION):
         if prompt_style not in PROMPT_STYLES:
             raise ValueError(f"unknown prompt style {prompt_style!r}; known: "
                              f"{', '.join(PROMPT_STYLES)}")
         self.backend = backend
+        self.instruction = instruction
         self.name = backend.name
         self.vendor = backend.vendor
         if prompt_style == "auto":
@@ -151,6 +157,17 @@ class LLMReader:
 
     def __repr__(self) -> str:
         return f"LLMReader({self.backend!r}, {self.prompt_style!r})"
+
+    def quoting(self) -> LLMReader:
+        """The same model asked for the context's exact words (:data:`QUOTE_INSTRUCTION`).
+
+        Why: Ring 3 asks its second reader when the panel's answer is in no passage; when the
+        second reader is the model that gave that answer (the default panel's reader), the
+        same prompt returns the same answer, a call that cannot help. Asked to copy the
+        phrase, the 1.5B gave the stated span where its own words had been refused ("about
+        four men attending Harvard College for every woman studying at Radcliffe" for "4:1")."""
+        return LLMReader(self.backend, self.prompt_style, max_tokens=self.params.max_tokens,
+                         seed=self.params.seed, instruction=QUOTE_INSTRUCTION)
 
     def answer(self, question: str, passages: list[Passage]) -> ReaderAnswer:
         pairs = passage_pairs(passages)
@@ -172,7 +189,7 @@ class LLMReader:
         """The prompt for these passages, packed into the model's window when the backend can
         count tokens (:mod:`trishield.llm.context_budget`); as built otherwise."""
         def build(kept: list[tuple[str, str]]) -> list[ChatMessage]:
-            return build_messages(question, kept, self.prompt_style)
+            return build_messages(question, kept, self.prompt_style, self.instruction)
 
         if not isinstance(self.backend, TokenCounter):
             return pairs, build(pairs), None

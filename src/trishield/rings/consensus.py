@@ -410,16 +410,17 @@ class Consensus:
         escalated = retried = False
         why = self._second_reader_needed(result)
         if why is not None:
-            second = self.second_reader
-            assert second is not None  # no reason to ask without one
+            second = self._second_reading(question, rounds[-1])
+            asked = second.name + (", asked for the context's exact words"
+                                   if second is not self.second_reader else "")
             rounds.append(self._round(question, current, [second]))
             heard = self._settle(question, rounds, current, evidence, [second])
             escalated = True
             if heard.refused:
-                heard.reason = (f"{result.reason}; the second reader ({second.name}) did not "
+                heard.reason = (f"{result.reason}; the second reader ({asked}) did not "
                                 f"resolve it: {heard.reason}")
             else:
-                heard.reason += f" (by the second reader, {second.name}: {why})"
+                heard.reason += f" (by the second reader, {asked}: {why})"
             result = heard
             if result.refused and result.unstated:
                 result = self._read_by_passage(question, rounds, current, evidence, result)
@@ -517,6 +518,25 @@ class Consensus:
         return (self.config.require_support
                 and lone_low_trust_source(passages, evidence, self.config.low_trust_tiers)
                 is not None)
+
+    def _second_reading(self, question: str, last: Round) -> Reader:
+        """The second reader as it is asked after ``last``: asked for the context's exact
+        words (``quoting()``) when it already voted in that round on the same passages, else
+        as it is.
+
+        Why: at temperature 0 the same model and prompt give the same answer, so with the
+        default panel (whose reader is the second reader's model) the second reading repeated
+        the answer that no passage states, and the question was refused. Asked to copy the
+        phrase, the same model often gives the span it had reworded. Yes/no questions keep the
+        plain prompt: their answer is a polarity no passage states, read passage by passage
+        (:meth:`_read_by_passage`), not a phrase to copy."""
+        second = self.second_reader
+        assert second is not None  # no reason to ask without one
+        quoting = getattr(second, "quoting", None)
+        if (quoting is None or asks_yes_or_no(question)
+                or all(vote.member != second.name for vote in last.votes)):
+            return second
+        return quoting()
 
     def _second_reader_needed(self, result: ConsensusResult) -> str | None:
         """Why the second reader is asked, or None: there is one, the round refused, and either
