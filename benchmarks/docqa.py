@@ -106,9 +106,10 @@ def answers(kb: KnowledgeBase, questions: Sequence[DocQuestion], defenses: Seque
     for defense in defenses:
         cache = ResponseCache(cache_dir / f"{reader}-{defense}")
         panel = [build_reader(spec, cache=cache) for spec in [reader, *DEFAULT_PANEL[1:]]]
+        # as the product does: the default second reader, also where it is the reader's own
+        # model (it is then asked for the context's exact words, D43)
         second = (build_reader(settings.second_reader, cache=cache)
-                  if defense != "none" and settings.second_reader not in (None, reader)
-                  else None)
+                  if defense != "none" and settings.second_reader is not None else None)
         shields[defense] = defend(kb, defense, panel=panel if defense != "none" else panel[:1],
                                   settings=settings, second_reader=second)
 
